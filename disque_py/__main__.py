@@ -1,0 +1,5 @@
+"""`python -m disque_py` behaves like the disque-server binary."""
+
+from disque_py.cli import server_main
+
+server_main()

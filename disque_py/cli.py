@@ -1,0 +1,120 @@
+"""Command-line entry points, kept thin.
+
+  disque-server [CONFIG_FILE] [--directive value ...]
+      Behaves like Disque's binary: init scripts and test harnesses that run
+      `disque-server path/disque.conf` work unchanged. `-` reads the config
+      from stdin; directives given as --options apply after the file.
+  python -m disque_py ...
+      The same as disque-server.
+  disque-py server [--port N] [--bind ADDR] [--dir DIR] [--config FILE]
+      The same server, with click options that also read DISQUE_PORT,
+      DISQUE_BIND, DISQUE_DIR and DISQUE_CONFIG from the environment.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import click
+
+from disque_py import DISQUE_VERSION, __version__, log
+from disque_py.errors import ConfigError
+
+USAGE = """Usage: disque-server [/path/to/disque.conf] [options]
+       disque-server - (read config from stdin)
+       disque-server -v or --version
+       disque-server -h or --help
+
+Examples:
+       disque-server (run the server with default conf)
+       disque-server /etc/disque/7711.conf
+       disque-server --port 7777
+       disque-server /etc/mydisque.conf --loglevel verbose
+"""
+
+
+def server_main(argv: list[str] | None = None) -> None:
+    """The `disque-server` binary."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args and args[0] in ("-v", "--version"):
+        print(f"Disque server v={DISQUE_VERSION} disque-py={__version__}")
+        sys.exit(0)
+    if args and args[0] in ("-h", "--help"):
+        print(USAGE, end="")
+        sys.exit(0)
+    config_file = None
+    if args and (not args[0].startswith("--") or args[0] == "-"):
+        config_file = args.pop(0)
+    sys.exit(start(config_file, args))
+
+
+def start(config_file: str | None, directive_args: list[str]) -> int:
+    """Load the configuration, then run the server in this process."""
+    from disque_py.config import Config
+    try:
+        config = Config.load(config_file, directive_args)
+    except ConfigError as error:
+        print(error.report(), file=sys.stderr)
+        return 1
+    log.configure(config["logfile"], config["loglevel"], config["syslog-enabled"],
+                  config["syslog-ident"], config["syslog-facility"])
+    if config["daemonize"]:
+        _daemonize()
+    if config["daemonize"] and config["pidfile"]:
+        _write_pidfile(config["pidfile"])
+    if config_file is None:
+        log.warning("Warning: no config file specified, using the default config. "
+                    "In order to specify a config file use disque-server /path/to/disque.conf")
+    from disque_py.server.runtime import run_server
+    try:
+        return run_server(config)
+    except OSError as error:
+        log.warning("Could not start the server: %s", error)
+        return 1
+
+
+def _daemonize() -> None:
+    if os.fork():
+        os._exit(0)
+    os.setsid()
+    if os.fork():
+        os._exit(0)
+    devnull = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(devnull, fd)
+
+
+def _write_pidfile(path: str) -> None:
+    try:
+        with open(path, "w") as handle:
+            handle.write(f"{os.getpid()}\n")
+    except OSError as error:
+        log.warning("Could not write the pid file %s: %s", path, error)
+
+
+@click.group()
+@click.version_option(__version__, prog_name="disque-py")
+def main() -> None:
+    """disque-py: a Disque 1.0-rc1 compatible job queue, and its tools."""
+
+
+@main.command()
+@click.option("--config", "config_file", envvar="DISQUE_CONFIG", type=click.Path(),
+              help="A disque.conf file to load first.")
+@click.option("--port", envvar="DISQUE_PORT", type=click.IntRange(0, 65535),
+              help="Client port (the cluster bus uses port + 10000).")
+@click.option("--bind", envvar="DISQUE_BIND", help="Address(es) to listen on, space separated.")
+@click.option("--dir", "directory", envvar="DISQUE_DIR", type=click.Path(file_okay=False),
+              help="Working directory: nodes.conf, the AOF and relative paths live here.")
+def server(config_file, port, bind, directory) -> None:
+    """Run a node in the foreground."""
+    args: list[str] = []
+    if directory is not None:
+        os.makedirs(directory, exist_ok=True)
+        args += ["--dir", directory]
+    if port is not None:
+        args += ["--port", str(port)]
+    if bind is not None:
+        args += ["--bind", *bind.split()]
+    sys.exit(start(config_file, args))

@@ -1,0 +1,82 @@
+"""nodes.conf: the node's identity and its view of the cluster, on disk.
+
+Same layout as Disque's file (which is CLUSTER NODES' output): one line per
+node, `id ip:port flags ping-sent pong-received link-state`, the line of
+this node flagged `myself`. A node restarted with its file keeps its ID.
+Writes go to a temporary file, are fsynced and renamed over the old one, so
+a crash leaves either the old file or the new one, never half of each.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+NODE_ID_HEX_LEN = 40
+_HEX = set("0123456789abcdef")
+
+
+class NodesConfError(Exception):
+    """nodes.conf exists but cannot be understood: refuse to start."""
+
+
+@dataclass
+class NodeRecord:
+    node_id: str
+    ip: str
+    port: int
+    flags: set[str] = field(default_factory=set)
+
+    def line(self) -> str:
+        flags = ",".join(sorted(self.flags)) or "noflags"
+        return f"{self.node_id} {self.ip}:{self.port} {flags} 0 0 connected"
+
+
+def new_node_id() -> str:
+    return os.urandom(NODE_ID_HEX_LEN // 2).hex()
+
+
+def is_node_id(text: str) -> bool:
+    return len(text) == NODE_ID_HEX_LEN and set(text) <= _HEX
+
+
+def load(path: str) -> list[NodeRecord] | None:
+    """The records in the file, or None if there is no (or an empty) file."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            text = handle.read()
+    except FileNotFoundError:
+        return None
+    records = []
+    for number, line in enumerate(text.splitlines(), 1):
+        words = line.split()
+        if not words or words[0] == "vars":
+            continue
+        if len(words) != 6 or not is_node_id(words[0]) or ":" not in words[1]:
+            raise NodesConfError(f"{path}:{number}: corrupted cluster config line: {line!r}")
+        ip, _, port = words[1].rpartition(":")
+        if not port.isdigit():
+            raise NodesConfError(f"{path}:{number}: bad port in {words[1]!r}")
+        flags = set(words[2].split(",")) - {"noflags"}
+        records.append(NodeRecord(words[0], ip, int(port), flags))
+    if not records:
+        return None
+    if sum("myself" in record.flags for record in records) != 1:
+        raise NodesConfError(f"{path}: exactly one node must be flagged myself")
+    return records
+
+
+def save(path: str, records: list[NodeRecord]) -> None:
+    """Write the records atomically (temp file, fsync, rename, fsync dir)."""
+    directory = os.path.dirname(os.path.abspath(path))
+    temp = f"{path}.tmp-{os.getpid()}"
+    with open(temp, "w", encoding="utf-8") as handle:
+        handle.write("".join(record.line() + "\n" for record in records))
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(temp, path)
+    dir_fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)

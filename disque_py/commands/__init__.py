@@ -1,0 +1,118 @@
+"""The command table: every command's name, handler, arity and flags.
+
+Arity follows Disque: N means exactly N arguments (the name included), -N
+means at least N. Flags are Disque's letters, shown by COMMAND:
+
+    w  write: may change jobs or queues        r  read-only
+    m  may grow memory: refused when full      a  administrative
+    l  allowed while loading                   M  not shown to MONITOR
+    F  fast: O(1) or O(log N)
+
+Unknown commands, wrong arity, missing AUTH and a full memory are answered
+here, once, before any handler runs. A handler gets (server, session, argv),
+returns a reply value (see resp.py), a Park to answer later, or raises a
+DisqueError. It never touches a socket.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, NamedTuple
+
+from disque_py.errors import (NOAUTH_MESSAGE, OOM_MESSAGE, CommandError, DisqueError,
+                              NoAuthError, OutOfMemoryError)
+from disque_py.commands import acks, admin, jobs, queues
+
+FLAG_NAMES = (("w", "write"), ("r", "readonly"), ("m", "denyoom"), ("a", "admin"),
+              ("l", "loading"), ("M", "skip_monitor"), ("F", "fast"))
+
+
+class Command(NamedTuple):
+    name: bytes
+    handler: Callable
+    arity: int
+    flags: str
+
+    @property
+    def flag_names(self) -> list[str]:
+        return [name for letter, name in FLAG_NAMES if letter in self.flags]
+
+
+TABLE = (
+    # server
+    ("auth", admin.auth, 2, "rlF"),
+    ("ping", admin.ping, -1, "rF"),
+    ("info", admin.info, -1, "rl"),
+    ("shutdown", admin.shutdown, -1, "arl"),
+    ("monitor", admin.monitor, 1, "ar"),
+    ("debug", admin.debug, -2, "a"),
+    ("config", admin.config, -2, "ar"),
+    ("client", admin.client, -2, "ar"),
+    ("time", admin.time_, 1, "rF"),
+    ("command", admin.command, 0, "rl"),
+    ("hello", admin.hello, -1, "rF"),
+    # jobs
+    ("addjob", jobs.addjob, -4, "wmF"),
+    ("getjob", queues.getjob, -2, "wF"),
+    ("ackjob", acks.ackjob, -1, "wF"),
+    ("fastack", acks.fastack, -1, "wF"),
+    ("deljob", jobs.deljob, -1, "wF"),
+    ("show", jobs.show, 2, "rF"),
+    # queues
+    ("qlen", queues.qlen, 2, "rF"),
+    ("qpeek", queues.qpeek, 3, "r"),
+    ("qstat", queues.qstat, 2, "rF"),
+    ("qscan", queues.qscan, -1, "r"),
+    ("jscan", jobs.jscan, -1, "r"),
+    ("enqueue", queues.enqueue, -1, "mwF"),
+    ("nack", queues.nack, -1, "mwF"),
+    ("dequeue", queues.dequeue, -1, "wF"),
+    ("working", queues.working, 2, "wF"),
+    ("pause", queues.pause, -3, "rF"),
+)
+
+
+class CommandTable:
+    """The commands one server answers (rename-command applied)."""
+
+    def __init__(self, renames: list[tuple[str, str]] = ()) -> None:
+        commands = {name.encode(): Command(name.encode(), handler, arity, flags)
+                    for name, handler, arity, flags in TABLE}
+        for old, new in renames:
+            command = commands.pop(old.lower().encode(), None)
+            if command is not None and new:
+                commands[new.lower().encode()] = command
+        self.commands = commands
+        # Clients send upper or lower case; both are looked up without lower().
+        self._by_name = dict(commands)
+        self._by_name.update((name.upper(), cmd) for name, cmd in commands.items())
+
+    def lookup(self, name: bytes) -> Command | None:
+        command = self._by_name.get(name)
+        if command is None:
+            command = self._by_name.get(name.lower())
+        return command
+
+    def dispatch(self, server, session, argv: list[bytes]):
+        """Run one command; returns its reply value (or a Park)."""
+        name = argv[0]
+        command = self._by_name.get(name)
+        if command is None:
+            command = self._by_name.get(name.lower())
+            if command is None:
+                return CommandError("unknown command '%s'" % name.decode("latin-1"))
+        arity = command.arity
+        argc = len(argv)
+        if (arity > 0 and arity != argc) or argc < -arity:
+            return CommandError("wrong number of arguments for '%s' command"
+                                % command.name.decode())
+        if server.requirepass and not session.authenticated and command.handler is not admin.auth:
+            return NoAuthError(NOAUTH_MESSAGE)
+        if "m" in command.flags and server.node.memory_warning_level() >= 2:
+            return OutOfMemoryError(OOM_MESSAGE)
+        session.last_command = command.name
+        if server.monitors and "M" not in command.flags:
+            server.feed_monitors(session, argv)
+        try:
+            return command.handler(server, session, argv)
+        except DisqueError as error:
+            return error

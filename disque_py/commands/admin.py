@@ -1,0 +1,279 @@
+"""Server commands: AUTH, PING, INFO, HELLO, TIME, COMMAND, CONFIG, CLIENT,
+SHUTDOWN, DEBUG, MONITOR.
+
+HELLO has two faces. Bare, it is Disque's handshake: [1, my-id, [id, ip,
+port, priority] ...]. With a protocol version it answers the way Redis 6+
+clients expect (redis-py 8 opens every connection with HELLO 3): a map
+whose proto field echoes the version asked for. Replies stay in the RESP2
+subset, which every RESP3 parser reads, so such clients simply go on.
+"""
+
+from __future__ import annotations
+
+import hmac
+import re
+import time
+
+from disque_py import DISQUE_VERSION
+from disque_py.commands import info as info_sections
+from disque_py.commands.args import int_or_error, parse_int
+from disque_py.commands.context import NO_REPLY
+from disque_py.errors import (NOAUTH_MESSAGE, SYNTAX_ERROR, CommandError, NoAuthError,
+                              NoProtoError, WrongPassError)
+from disque_py.resp import OK, PONG, Raw, encode
+
+HELLO_FORMAT_VERSION = 1
+NO_PASSWORD_SET = "Client sent AUTH, but no password is set"
+INVALID_PASSWORD = "invalid password"
+BAD_CLIENT_NAME = "Client names cannot contain spaces, newlines or special characters."
+CLIENT_SYNTAX = ("Syntax error, try CLIENT (LIST | KILL ip:port | GETNAME | "
+                 "SETNAME connection-name)")
+CONFIG_SUBCOMMANDS = "CONFIG subcommand must be one of GET, SET, RESETSTAT, REWRITE"
+COMMAND_USAGE = "Unknown subcommand or wrong number of arguments."
+HELLO_NEEDS_AUTH = ("HELLO must be called with the client already authenticated, otherwise "
+                    "the HELLO <proto> AUTH <user> <pass> option can be used to authenticate "
+                    "the client and select the RESP protocol version at the same time")
+SHUTDOWN_MODES = (b"nosave", b"save", b"rewrite-aof")
+_STRTOD = re.compile(rb"\s*[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
+
+
+def auth(server, session, argv):
+    """AUTH password"""
+    password = server.requirepass
+    if not password:
+        raise CommandError(NO_PASSWORD_SET)
+    session.authenticated = hmac.compare_digest(argv[1], password)
+    if not session.authenticated:
+        raise CommandError(INVALID_PASSWORD)
+    return OK
+
+
+def ping(server, session, argv):
+    """PING [message]"""
+    if len(argv) > 2:
+        raise CommandError("wrong number of arguments for 'ping' command")
+    return PONG if len(argv) == 1 else argv[1]
+
+
+def info(server, session, argv):
+    """INFO [section]"""
+    if len(argv) > 2:
+        raise CommandError(SYNTAX_ERROR)
+    section = argv[1].decode("latin-1").lower() if len(argv) == 2 else "default"
+    return info_sections.render(server, section).encode()
+
+
+def time_(server, session, argv):
+    """TIME"""
+    now_us = time.time_ns() // 1000
+    return [b"%d" % (now_us // 1_000_000), b"%d" % (now_us % 1_000_000)]
+
+
+def hello(server, session, argv):
+    """HELLO, or HELLO protover [AUTH user pass] [SETNAME name]"""
+    if len(argv) == 1:
+        if server.requirepass and not session.authenticated:
+            raise NoAuthError(NOAUTH_MESSAGE)
+        return _disque_hello(server)
+    protover = parse_int(argv[1])
+    if protover is None:
+        raise CommandError("Protocol version is not an integer or out of range")
+    if protover not in (2, 3):
+        raise NoProtoError("unsupported protocol version")
+    _hello_options(server, session, argv[2:])
+    session.resp3 = protover == 3
+    fields = [b"server", b"disque", b"version", DISQUE_VERSION.encode(), b"proto", protover,
+              b"id", session.id, b"mode", b"cluster", b"role", b"master", b"modules", []]
+    if protover == 2:
+        return fields
+    return Raw(b"%%%d\r\n" % (len(fields) // 2) + b"".join(encode(value) for value in fields))
+
+
+def _hello_options(server, session, options: list[bytes]) -> None:
+    i = 0
+    while i < len(options):
+        option = options[i].lower()
+        if option == b"auth" and i + 2 < len(options):
+            if not server.requirepass:
+                raise CommandError(NO_PASSWORD_SET)
+            if not hmac.compare_digest(options[i + 2], server.requirepass):
+                raise WrongPassError("invalid username-password pair")
+            session.authenticated = True
+            i += 3
+        elif option == b"setname" and i + 1 < len(options):
+            _set_client_name(session, options[i + 1])
+            i += 2
+        else:
+            raise CommandError("Syntax error in HELLO option '%s'" % options[i].decode("latin-1"))
+    if server.requirepass and not session.authenticated:
+        raise NoAuthError(HELLO_NEEDS_AUTH)
+
+
+def _disque_hello(server) -> list:
+    node = server.node
+    nodes = [[node.id, server.announce_ip.encode(), b"%d" % server.port, b"1"]]
+    for peer in server.peers():
+        nodes.append([peer.id, peer.ip.encode(), b"%d" % peer.port, b"%d" % peer.priority])
+    return [HELLO_FORMAT_VERSION, node.id] + nodes
+
+
+def command(server, session, argv):
+    """COMMAND | COMMAND INFO name ... | COMMAND COUNT"""
+    table = server.commands.commands
+    if len(argv) == 1:
+        return [_command_entry(cmd) for cmd in table.values()]
+    sub = argv[1].lower()
+    if sub == b"info":
+        return [_command_entry(server.commands.lookup(name)) for name in argv[2:]]
+    if sub == b"count" and len(argv) == 2:
+        return len(table)
+    raise CommandError(COMMAND_USAGE)
+
+
+def _command_entry(cmd):
+    if cmd is None:
+        return None
+    return [cmd.name, cmd.arity, [name for name in cmd.flag_names], 0, 0, 0]
+
+
+def config(server, session, argv):
+    """CONFIG GET pattern | SET name value | REWRITE | RESETSTAT"""
+    sub = argv[1].lower()
+    expected = {b"get": 3, b"set": 4, b"rewrite": 2, b"resetstat": 2}.get(sub)
+    if expected is None:
+        raise CommandError(CONFIG_SUBCOMMANDS)
+    if len(argv) != expected:
+        raise CommandError("Wrong number of arguments for CONFIG %s" % argv[1].decode("latin-1"))
+    if sub == b"get":
+        return server.config.get_matching(argv[2])
+    if sub == b"set":
+        server.config.set(argv[2], argv[3])
+        return OK
+    if sub == b"rewrite":
+        server.config.rewrite()
+        return OK
+    server.stats.reset()
+    return OK
+
+
+def client(server, session, argv):
+    """CLIENT LIST | KILL ... | SETNAME name | GETNAME | SETINFO attr value"""
+    sub = argv[1].lower()
+    argc = len(argv)
+    if sub == b"list" and argc == 2:
+        return "".join(_client_line(server, other) + "\n"
+                       for other in server.clients.values()).encode()
+    if sub == b"kill":
+        return _client_kill(server, session, argv)
+    if sub == b"setname" and argc == 3:
+        _set_client_name(session, argv[2])
+        return OK
+    if sub == b"getname" and argc == 2:
+        return session.name or None
+    if sub == b"setinfo" and argc == 4:
+        attribute = argv[2].lower()
+        if attribute not in (b"lib-name", b"lib-ver"):
+            raise CommandError("Unrecognized option '%s'" % argv[2].decode("latin-1"))
+        if attribute == b"lib-name":
+            session.lib_name = argv[3]
+        else:
+            session.lib_ver = argv[3]
+        return OK
+    raise CommandError(CLIENT_SYNTAX)
+
+
+def _set_client_name(session, name: bytes) -> None:
+    if any(c < 33 or c > 126 for c in name):
+        raise CommandError(BAD_CLIENT_NAME)
+    session.name = name
+
+
+def _client_line(server, s) -> str:
+    now = time.monotonic()
+    flags = ("O" if s.monitor else "") + ("b" if s.parked is not None else "") + \
+        ("c" if s.kill_requested else "")
+    conn = s.conn
+    qbuf = conn.input_buffered() if conn is not None else 0
+    omem = conn.output_buffered() if conn is not None else 0
+    return (f"id={s.id} addr={s.addr} fd={s.fd} name={s.name.decode('latin-1')} "
+            f"age={int(now - s.created)} idle={int(now - s.last_interaction)} "
+            f"flags={flags or 'N'} qbuf={qbuf} qbuf-free=0 obl=0 oll=0 omem={omem} "
+            f"events=r cmd={s.last_command.decode('latin-1')} "
+            f"lib-name={s.lib_name.decode('latin-1')} lib-ver={s.lib_ver.decode('latin-1')}")
+
+
+def _client_kill(server, session, argv):
+    if len(argv) == 3:
+        targets = [s for s in server.clients.values() if s.addr == argv[2].decode("latin-1")]
+        if not targets:
+            raise CommandError("No such client")
+        for target in targets:
+            server.request_kill(target)
+        return OK
+    if len(argv) < 3 or len(argv) % 2:
+        raise CommandError(SYNTAX_ERROR)
+    client_id, addr, skipme = 0, None, True
+    for i in range(2, len(argv), 2):
+        option, value = argv[i].lower(), argv[i + 1]
+        if option == b"id":
+            client_id = int_or_error(value)
+        elif option == b"type":
+            if value.lower() != b"normal":
+                raise CommandError("Unknown client type '%s'" % value.decode("latin-1"))
+        elif option == b"addr":
+            addr = value.decode("latin-1")
+        elif option == b"skipme" and value.lower() in (b"yes", b"no"):
+            skipme = value.lower() == b"yes"
+        else:
+            raise CommandError(SYNTAX_ERROR)
+    killed = 0
+    for target in list(server.clients.values()):
+        if (addr is not None and target.addr != addr) or (client_id and target.id != client_id):
+            continue
+        if target is session and skipme:
+            continue
+        server.request_kill(target)
+        killed += 1
+    return killed
+
+
+def shutdown(server, session, argv):
+    """SHUTDOWN [NOSAVE|SAVE|REWRITE-AOF]"""
+    if len(argv) > 2:
+        raise CommandError(SYNTAX_ERROR)
+    mode = argv[1].lower() if len(argv) == 2 else b"save"
+    if mode not in SHUTDOWN_MODES:
+        raise CommandError(SYNTAX_ERROR)
+    server.shutdown_request = (mode.decode(), session)
+    return NO_REPLY
+
+
+def monitor(server, session, argv):
+    """MONITOR"""
+    if session.monitor:
+        return NO_REPLY
+    session.monitor = True
+    server.monitors.append(session)
+    return OK
+
+
+def debug(server, session, argv):
+    """DEBUG SLEEP seconds | FLUSHALL | ERROR message"""
+    sub = argv[1].lower()
+    if sub == b"flushall" and len(argv) == 2:
+        server.node.flush_all()
+        return OK
+    if sub == b"sleep" and len(argv) == 3:
+        time.sleep(max(_strtod(argv[2]), 0.0))   # blocks everything, as in Disque
+        return OK
+    if sub == b"error" and len(argv) == 3:
+        return Raw(b"-" + argv[2].replace(b"\r", b" ").replace(b"\n", b" ") + b"\r\n")
+    raise CommandError("Unknown DEBUG subcommand or wrong number of arguments for '%s'"
+                       % argv[1].decode("latin-1"))
+
+
+def _strtod(value: bytes) -> float:
+    """Leading decimal number, 0.0 if none, as C's strtod (finite only)."""
+    match = _STRTOD.match(value)
+    return float(match.group(0)) if match else 0.0
+

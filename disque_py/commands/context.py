@@ -1,0 +1,23 @@
+"""Reply markers a handler returns when it cannot answer yet."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from disque_py.resp import Raw
+
+
+class Park(NamedTuple):
+    """The client waits; the core will answer it through an Unblock effect.
+
+    Until then the connection runs none of the client's later commands, as
+    a blocked Disque client would not.
+    """
+
+    waiter: object
+
+
+
+# Nothing to write now: SHUTDOWN (answered by the runtime only if it fails),
+# MONITOR sent twice (Disque stays silent).
+NO_REPLY = Raw(b"")

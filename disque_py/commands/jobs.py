@@ -1,0 +1,181 @@
+"""Job commands: ADDJOB, SHOW, DELJOB, JSCAN, and the job reply formats.
+
+Parsing is done here, semantics in core/. Replies on the hot path (ADDJOB's
+ID, GETJOB's jobs) are encoded directly to bytes; the rest use reply values.
+"""
+
+from __future__ import annotations
+
+from disque_py.commands.args import (ArgReader, check_job_ids, cursor_once, int_or_error,
+                                     parse_int, parse_timeout)
+from disque_py.core.job import DEFAULT_TTL_S, STATE_BY_NAME, STATE_NAMES, Job
+from disque_py.errors import CommandError
+from disque_py.resp import Raw
+
+REPLICATE_RANGE = "REPLICATE must be between 1 and 65535"
+TTL_POSITIVE = "TTL must be a number > 0"
+RETRY_NON_NEGATIVE = "RETRY time must be a non negative number"
+DELAY_NON_NEGATIVE = "DELAY time must be a non negative number"
+MAXLEN_POSITIVE = "MAXLEN must be a positive number"
+INVALID_STATE = "Invalid job state name"
+INVALID_REPLY_TYPE = "Invalid REPLY type, try ID or ALL"
+MAX_REPLICATION = 65535
+SCAN_DEFAULT_COUNT = 100
+
+
+def addjob(server, session, argv):
+    """ADDJOB queue job ms-timeout [REPLICATE n] [DELAY s] [RETRY s] [TTL s]
+    [MAXLEN n] [ASYNC]"""
+    if len(argv) == 4:
+        repl = retry = None
+        delay = maxlen = 0
+        ttl = DEFAULT_TTL_S
+        async_ = False
+    else:
+        repl, delay, retry, ttl, maxlen, async_ = _addjob_options(ArgReader(argv, 4))
+    parse_timeout(argv[3])
+    job = server.node.add_job(argv[1], argv[2], repl, delay, retry, ttl, maxlen, async_)
+    return Raw(b"+%b\r\n" % job.id)
+
+
+def _addjob_options(args: ArgReader):
+    repl = retry = None
+    delay = maxlen = 0
+    ttl = DEFAULT_TTL_S
+    async_ = False
+    while args:
+        option = args.option()
+        if option == b"replicate" and args.has_value:
+            repl = parse_int(args.raw())
+            if repl is None or not 0 < repl <= MAX_REPLICATION:
+                raise CommandError(REPLICATE_RANGE)
+        elif option == b"ttl" and args.has_value:
+            ttl = parse_int(args.raw())
+            if ttl is None or ttl <= 0:
+                raise CommandError(TTL_POSITIVE)
+        elif option == b"retry" and args.has_value:
+            retry = parse_int(args.raw())
+            if retry is None or retry < 0:
+                raise CommandError(RETRY_NON_NEGATIVE)
+        elif option == b"delay" and args.has_value:
+            delay = parse_int(args.raw())
+            if delay is None or delay < 0:
+                raise CommandError(DELAY_NON_NEGATIVE)
+        elif option == b"maxlen" and args.has_value:
+            maxlen = parse_int(args.raw())
+            if maxlen is None or maxlen <= 0:
+                raise CommandError(MAXLEN_POSITIVE)
+        elif option == b"async":
+            async_ = True
+        else:
+            raise args.syntax_error()
+    return repl, delay, retry, ttl, maxlen, async_
+
+
+def show(server, session, argv):
+    """SHOW job-id"""
+    node = server.node
+    check_job_ids(argv[1:], node.lookup)
+    job = node.lookup(argv[1])
+    if job is None:
+        return None
+    return job_info(job, node.clock.now_ms())
+
+
+def job_info(job: Job, now_ms: int) -> list:
+    """Every field of a job, in Disque's order (SHOW, JSCAN REPLY ALL)."""
+    extra = job.extra
+    confirmed = sorted(extra.confirmed) if extra is not None and extra.confirmed else []
+    requeue = None if job.qtime == 0 else max(job.qtime - now_ms, 0)
+    awake = None if job.awake is None else max(job.awake.due - now_ms, 0)
+    return [
+        b"id", job.id,
+        b"queue", job.queue,
+        b"state", STATE_NAMES[job.state],
+        b"repl", job.spec[0],
+        b"ttl", max(job.etime - now_ms // 1000, 0),
+        b"ctime", job.ctime,
+        b"delay", job.spec[1],
+        b"retry", job.spec[2],
+        b"nacks", job.nacks,
+        b"additional-deliveries", job.deliveries,
+        b"nodes-delivered", list(job.delivered),
+        b"nodes-confirmed", confirmed,
+        b"next-requeue-within", requeue,
+        b"next-awake-within", awake,
+        b"body", job.body,
+    ]
+
+
+def deljob(server, session, argv):
+    """DELJOB job-id ... job-id"""
+    node = server.node
+    ids = argv[1:]
+    check_job_ids(ids, node.lookup)
+    return node.delete_jobs(ids)
+
+
+def jscan(server, session, argv):
+    """JSCAN [cursor] [COUNT n] [BUSYLOOP] [QUEUE q] [STATE s ...] [REPLY all|id]"""
+    node = server.node
+    count, busyloop, queue, states, reply_all, cursor = _jscan_options(ArgReader(argv, 1))
+
+    def keep(job: Job) -> bool:
+        if not job.delivered:           # a dummy ack is not a job to show
+            return False
+        if queue is not None and job.queue != queue:
+            return False
+        return not states or job.state in states
+
+    cursor, found = node.jobs.scan(cursor, count, keep, busyloop)
+    if reply_all:
+        now = node.clock.now_ms()
+        items = [job_info(job, now) for job in found]
+    else:
+        items = [job.id for job in found]
+    return [b"%d" % cursor, items]
+
+
+def _jscan_options(args: ArgReader):
+    count, busyloop, queue, states, reply_all = SCAN_DEFAULT_COUNT, False, None, set(), False
+    cursor = None
+    while args:
+        option = args.option()
+        if option == b"count" and args.has_value:
+            count = int_or_error(args.raw())
+        elif option == b"busyloop":
+            busyloop = True
+        elif option == b"queue" and args.has_value:
+            queue = args.raw()
+        elif option == b"state" and args.has_value:
+            state = STATE_BY_NAME.get(args.raw().lower())
+            if state is None:
+                raise CommandError(INVALID_STATE)
+            states.add(state)
+        elif option == b"reply" and args.has_value:
+            kind = args.raw().lower()
+            if kind not in (b"id", b"all"):
+                raise CommandError(INVALID_REPLY_TYPE)
+            reply_all = kind == b"all"
+        else:
+            cursor = cursor_once(args, cursor)
+    return count, busyloop, queue, states, reply_all, cursor or 0
+
+
+def render_jobs(jobs: list[Job], withcounters: bool) -> Raw:
+    """GETJOB's reply: [[queue, id, body(, counters)] ...], encoded at once."""
+    parts = [b"*%d\r\n" % len(jobs)]
+    append = parts.append
+    if withcounters:
+        for job in jobs:
+            queue, body = job.queue, job.body
+            append(b"*7\r\n$%d\r\n%b\r\n$40\r\n%b\r\n$%d\r\n%b\r\n"
+                   b"$5\r\nnacks\r\n:%d\r\n$21\r\nadditional-deliveries\r\n:%d\r\n"
+                   % (len(queue), queue, job.id, len(body), body, job.nacks, job.deliveries))
+    else:
+        for job in jobs:
+            queue, body = job.queue, job.body
+            append(b"*3\r\n$%d\r\n%b\r\n$40\r\n%b\r\n$%d\r\n%b\r\n"
+                   % (len(queue), queue, job.id, len(body), body))
+    return Raw(b"".join(parts))
+

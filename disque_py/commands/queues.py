@@ -1,0 +1,201 @@
+"""Queue commands: GETJOB, QLEN, QPEEK, QSTAT, QSCAN, ENQUEUE, DEQUEUE,
+NACK, WORKING, PAUSE; and how a parked GETJOB is finally answered."""
+
+from __future__ import annotations
+
+from disque_py.commands.args import (ArgReader, check_job_ids, cursor_once, int_or_error,
+                                     parse_int, parse_timeout)
+from disque_py.commands.context import Park
+from disque_py.commands.jobs import SCAN_DEFAULT_COUNT, render_jobs
+from disque_py.core.queue import PAUSED_ALL, PAUSED_IN, PAUSED_OUT, PAUSE_STATE_NAMES
+from disque_py.core.waiters import GETJOB, TIMED_OUT
+from disque_py.errors import LEAVING_MESSAGE, SYNTAX_ERROR, CommandError, LeavingError
+from disque_py.resp import EMPTY_ARRAY, NULL_ARRAY, Raw
+
+COUNT_POSITIVE = "COUNT must be a number greater than zero"
+PAUSE_OPTIONS = {b"in": PAUSED_IN, b"out": PAUSED_OUT, b"all": PAUSED_ALL}
+
+
+def getjob(server, session, argv):
+    """GETJOB [NOHANG] [TIMEOUT ms] [COUNT n] [WITHCOUNTERS] FROM queue1 ... queueN"""
+    timeout, count, nohang, withcounters, queues = _getjob_options(argv)
+    node = server.node
+    jobs = node.get_jobs(queues, count)
+    if jobs:
+        return render_jobs(jobs, withcounters)
+    if nohang:
+        return NULL_ARRAY
+    if node.leaving:
+        raise LeavingError(LEAVING_MESSAGE)
+    deadline = node.clock.now_ms() + timeout if timeout else 0
+    return Park(node.block(session, queues, deadline, withcounters))
+
+
+def _getjob_options(argv: list[bytes]):
+    timeout, count, nohang, withcounters = 0, 1, False, False
+    args = ArgReader(argv, 1)
+    while args:
+        option = args.option()
+        if option == b"from":
+            queues = args.rest()
+            if not queues:
+                break
+            return timeout, count, nohang, withcounters, queues
+        if option == b"nohang":
+            nohang = True
+        elif option == b"withcounters":
+            withcounters = True
+        elif option == b"timeout" and args.has_value:
+            timeout = parse_timeout(args.raw())
+        elif option == b"count" and args.has_value:
+            count = parse_int(args.raw())
+            if count is None or count <= 0:
+                raise CommandError(COUNT_POSITIVE)
+        else:
+            break
+    raise CommandError(SYNTAX_ERROR)
+
+
+def render_outcome(waiter, outcome):
+    """The reply for a parked client, from the outcome the core handed back."""
+    if waiter.kind == GETJOB:
+        if outcome is TIMED_OUT:
+            return NULL_ARRAY
+        if isinstance(outcome, list):
+            return render_jobs(outcome, waiter.withcounters)
+    return outcome
+
+
+def qlen(server, session, argv):
+    """QLEN queue"""
+    return server.node.queue_length(argv[1])
+
+
+def qpeek(server, session, argv):
+    """QPEEK queue count (negative count: newest first)"""
+    count = int_or_error(argv[2])
+    q = server.node.queues.get(argv[1])
+    if q is None or not q.jobs:
+        return EMPTY_ARRAY
+    jobs = q.jobs
+    if count < 0:
+        chosen = list(jobs.islice(max(len(jobs) + count, 0), reverse=True))
+    else:
+        chosen = list(jobs.islice(0, count))
+    return render_jobs(chosen, False)
+
+
+def qstat(server, session, argv):
+    """QSTAT queue"""
+    node = server.node
+    q = node.queues.get(argv[1])
+    if q is None:
+        return NULL_ARRAY
+    now = node.clock.now_ms()
+    now_s = now // 1000
+    return [
+        b"name", q.name,
+        b"len", len(q.jobs),
+        b"age", max(now_s - q.ctime, 0),
+        b"idle", max(now_s - q.atime, 0),
+        b"blocked", q.blocked,
+        b"import-from", list(q.responders or ()),
+        b"import-rate", q.import_rate(now),
+        b"jobs-in", q.jobs_in,
+        b"jobs-out", q.jobs_out,
+        b"pause", q.pause_state,
+    ]
+
+
+def qscan(server, session, argv):
+    """QSCAN [cursor] [COUNT n] [BUSYLOOP] [MINLEN n] [MAXLEN n] [IMPORTRATE rate]"""
+    node = server.node
+    count, busyloop, minlen, maxlen, importrate, cursor = _qscan_options(ArgReader(argv, 1))
+    now = node.clock.now_ms()
+
+    def keep(q) -> bool:
+        length = len(q.jobs)
+        if minlen is not None and length < minlen:
+            return False
+        if maxlen is not None and length > maxlen:
+            return False
+        return importrate is None or q.import_rate(now) >= importrate
+
+    unfiltered = minlen is None and maxlen is None and importrate is None
+    cursor, found = node.queues.scan(cursor, count, None if unfiltered else keep, busyloop)
+    return [b"%d" % cursor, [q.name for q in found]]
+
+
+def _qscan_options(args: ArgReader):
+    count, busyloop, cursor = SCAN_DEFAULT_COUNT, False, None
+    minlen = maxlen = importrate = None
+    while args:
+        option = args.option()
+        if option == b"count" and args.has_value:
+            count = int_or_error(args.raw())
+        elif option == b"busyloop":
+            busyloop = True
+        elif option == b"minlen" and args.has_value:
+            minlen = int_or_error(args.raw())
+        elif option == b"maxlen" and args.has_value:
+            maxlen = int_or_error(args.raw())
+        elif option == b"importrate" and args.has_value:
+            importrate = int_or_error(args.raw())
+        else:
+            cursor = cursor_once(args, cursor)
+    return count, busyloop, minlen, maxlen, importrate, cursor or 0
+
+
+def enqueue(server, session, argv):
+    """ENQUEUE job-id ... job-id"""
+    return _requeue(server, argv, nack=False)
+
+
+def nack(server, session, argv):
+    """NACK job-id ... job-id"""
+    return _requeue(server, argv, nack=True)
+
+
+def _requeue(server, argv, nack: bool) -> int:
+    node = server.node
+    ids = argv[1:]
+    check_job_ids(ids, node.lookup)
+    return node.enqueue_jobs(ids, nack)
+
+
+def dequeue(server, session, argv):
+    """DEQUEUE job-id ... job-id"""
+    node = server.node
+    ids = argv[1:]
+    check_job_ids(ids, node.lookup)
+    return node.dequeue_jobs(ids)
+
+
+def working(server, session, argv):
+    """WORKING job-id"""
+    node = server.node
+    check_job_ids(argv[1:], node.lookup)
+    return node.working(argv[1])
+
+
+def pause(server, session, argv):
+    """PAUSE queue in|out|all|none|state|bcast ..."""
+    node = server.node
+    q = node.queues.get(argv[1])
+    old_flags = q.flags & PAUSED_ALL if q is not None else 0
+    new_flags, update = 0, False
+    for raw in argv[2:]:
+        option = raw.lower()
+        if option == b"none":
+            new_flags, update = 0, True
+        elif option in PAUSE_OPTIONS:
+            new_flags |= PAUSE_OPTIONS[option]
+            update = True
+        elif option not in (b"state", b"bcast"):
+            raise CommandError(SYNTAX_ERROR)
+    if q is None and update and old_flags != new_flags:
+        q = node.queue(argv[1])
+    if q is not None and update:
+        node.set_paused(q, new_flags)
+    state = q.flags & PAUSED_ALL if q is not None else 0
+    return Raw(b"+%b\r\n" % PAUSE_STATE_NAMES[state])

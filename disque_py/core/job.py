@@ -1,0 +1,177 @@
+"""The job: Disque's unit of work, its states, and its ID.
+
+A job is a message in a named queue, plus the bookkeeping that lets a
+cluster deliver it at least once (or at most once) while approximating a
+single delivery:
+
+  * state: wait-repl (waiting for synchronous replication), active (known
+    here, not queued), queued (in a local queue, deliverable), acked
+    (delivered and confirmed; kept only until garbage collection);
+  * times: ctime (creation, ms * 1e6 plus a same-millisecond counter, the
+    queue order), etime (absolute expire time, seconds), qtime (next time
+    this node re-queues it, ms; 0 means never again, as for at-most-once
+    jobs once queued), and the awake bucket it sits in;
+  * spec: the tuple (repl, delay, retry) the producer asked for. Specs are
+    interned, so the thousands of jobs created with the same options share
+    one tuple instead of paying three slots each;
+  * delivered: the nodes that may have a copy (a tuple of node IDs). A job
+    with no such node is a "dummy ack": an ACKJOB for an ID we never had;
+  * extra: counters and GC state most jobs never need, made on demand.
+
+Memory is the product here (a node holds millions of these), so the class
+has twelve slots and no per-job containers unless a job needs them.
+
+Job IDs are 40 bytes: b"D-" + 8 hex of the creating node's ID + "-" + 24
+base64 characters of pseudo-random bits + "-" + the TTL in minutes as 4 hex
+digits, even for at-most-once jobs (retry 0) and odd otherwise, so any node
+can tell the delivery guarantee and expire time of an ID it has never seen.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import re
+
+WAIT_REPL, ACTIVE, QUEUED, ACKED = 0, 1, 2, 3
+STATE_NAMES = (b"wait-repl", b"active", b"queued", b"acked")
+STATE_BY_NAME = {name: number for number, name in enumerate(STATE_NAMES)}
+
+# Flags (a small int per job).
+FLAG_BCAST_QUEUED = 1      # tell other nodes when this job is queued again
+FLAG_BCAST_WILLQUEUE = 2   # tell other nodes shortly before re-queueing
+FLAG_DELIVERED = 4         # this node handed the job to a consumer at least once
+
+# Indexes into Job.spec.
+REPL, DELAY, RETRY = 0, 1, 2
+
+JOB_ID_LEN = 40
+NODE_ID_LEN = 40
+WILLQUEUE_ADVANCE_MS = 500
+TIME_ERROR_MS = 500          # retry desynchronisation between nodes
+DEFAULT_TTL_S = 24 * 3600
+DEFAULT_RETRY_MAX_S = 5 * 60
+TTL_MINUTES_MAX = 0xFFFF
+GC_RETRY_MIN_PERIOD_MS = 1000            # first GC retry after 1 s ...
+GC_RETRY_MAX_PERIOD_MS = 3 * 60 * 1000   # ... doubling up to 3 minutes
+GC_RETRY_COUNT_MAX = 10
+
+_ID_RE = re.compile(rb"D-[0-9a-fA-F]{8}-[A-Za-z0-9+/]{24}-[0-9a-fA-F]{4}\Z")
+
+
+class JobExtra:
+    """Per-job state that only some jobs need."""
+
+    __slots__ = ("nacks", "deliveries", "confirmed", "gc_retry")
+
+    def __init__(self) -> None:
+        self.nacks = 0
+        self.deliveries = 0
+        self.confirmed: set[bytes] | None = None
+        self.gc_retry = 0
+
+
+class Job:
+    __slots__ = ("id", "queue", "body", "state", "flags", "spec", "ctime",
+                 "etime", "qtime", "awake", "delivered", "extra")
+
+    def __init__(self, job_id: bytes, queue: bytes, body: bytes | None,
+                 state: int, spec: tuple, ctime: int, etime: int,
+                 delivered: tuple) -> None:
+        self.id = job_id
+        self.queue = queue
+        self.body = body
+        self.state = state
+        self.flags = 0
+        self.spec = spec
+        self.ctime = ctime
+        self.etime = etime
+        self.qtime = 0
+        self.awake = None
+        self.delivered = delivered
+        self.extra: JobExtra | None = None
+
+    @property
+    def repl(self) -> int:
+        return self.spec[REPL]
+
+    @property
+    def delay(self) -> int:
+        return self.spec[DELAY]
+
+    @property
+    def retry(self) -> int:
+        return self.spec[RETRY]
+
+    @property
+    def nacks(self) -> int:
+        return self.extra.nacks if self.extra else 0
+
+    @property
+    def deliveries(self) -> int:
+        return self.extra.deliveries if self.extra else 0
+
+    @property
+    def confirmed(self) -> set[bytes] | None:
+        return self.extra.confirmed if self.extra else None
+
+    def more(self) -> JobExtra:
+        """The job's extra state, created on first use."""
+        extra = self.extra
+        if extra is None:
+            extra = self.extra = JobExtra()
+        return extra
+
+    def is_dummy_ack(self) -> bool:
+        return not self.delivered
+
+    def __repr__(self) -> str:
+        return f"<Job {self.id.decode()} {STATE_NAMES[self.state].decode()} q={self.queue!r}>"
+
+
+_specs: dict[tuple, tuple] = {}
+
+
+def intern_spec(repl: int, delay: int, retry: int) -> tuple:
+    """One shared (repl, delay, retry) tuple per distinct combination."""
+    key = (repl, delay, retry)
+    spec = _specs.get(key)
+    if spec is None:
+        if len(_specs) > 4096:  # unbounded variety: stop sharing, stay bounded
+            _specs.clear()
+        spec = _specs[key] = key
+    return spec
+
+
+def is_valid_id(job_id: bytes) -> bool:
+    """A well-formed job ID (any node's)."""
+    return len(job_id) == JOB_ID_LEN and _ID_RE.match(job_id) is not None
+
+
+def ttl_minutes_from_id(job_id: bytes) -> int:
+    return int(job_id[36:40], 16)
+
+
+def is_at_most_once_id(job_id: bytes) -> bool:
+    """IDs of retry-0 jobs carry an even TTL field."""
+    return ttl_minutes_from_id(job_id) & 1 == 0
+
+
+class IdGenerator:
+    """Makes job IDs for one node: SHA1 in counter mode over a start-up seed."""
+
+    __slots__ = ("_prefix", "_seed", "_counter")
+
+    def __init__(self, node_id: bytes, seed: bytes) -> None:
+        self._prefix = b"D-" + node_id[:8] + b"-"
+        self._seed = seed
+        self._counter = 0
+
+    def next_id(self, ttl_s: int, retry_s: int) -> bytes:
+        self._counter += 1
+        digest = hashlib.sha1(self._seed + self._counter.to_bytes(8, "little")).digest()
+        minutes = ttl_s // 60
+        if minutes > TTL_MINUTES_MAX:
+            minutes = TTL_MINUTES_MAX
+        minutes = minutes | 1 if retry_s > 0 else minutes & ~1
+        return b"%b%b-%04x" % (self._prefix, base64.b64encode(digest[:18]), minutes)

@@ -1,0 +1,324 @@
+"""One Disque node's domain state, and the job lifecycle that changes it.
+
+The node holds every job it knows (in any state), its queues, the awake
+schedule that drives each job's timers, and the clients parked on it. It is
+pure: no asyncio, sockets or files. Methods read the clock they were given,
+change state, and append effects to `self.effects` for the runtime.
+
+Lifecycle of a job on this node (Disque's state machine):
+
+    ADDJOB ----> wait-repl --(copies confirmed)--> active <--> queued
+                                                     |  GETJOB: queued -> active
+                                                     |  RETRY timer: active -> queued
+                                                     v
+                                   ACKJOB/SETACK -> acked --(GC)--> gone
+    TTL reached in any state ----------------------------------> gone
+
+Rules kept here:
+  * a registered job is in the jobs table and in the awake schedule, always;
+  * a queued job is in exactly one queue, the one it names;
+  * at-most-once jobs (retry 0) are queued at most once: enqueue() sets
+    qtime to 0 and refuses them afterwards;
+  * nothing here raises on a job in an unexpected state: callers get False.
+
+Command-level operations live in sibling modules (producer.py, consumer.py,
+acks.py) as mixins over this state, to keep each file about one thing.
+"""
+
+from __future__ import annotations
+
+import os
+
+from disque_py.core.clock import Clock
+from disque_py.core.effects import Unblock
+from disque_py.core.job import (ACKED, ACTIVE, FLAG_BCAST_QUEUED, FLAG_BCAST_WILLQUEUE,
+                                FLAG_DELIVERED, QUEUED, RETRY, TIME_ERROR_MS,
+                                WAIT_REPL, WILLQUEUE_ADVANCE_MS, IdGenerator, Job)
+from disque_py.core.queue import PAUSED_IN, PAUSED_OUT, Queue
+from disque_py.core.scantable import ScanTable
+from disque_py.core.schedule import AwakeSchedule
+from disque_py.core.waiters import TIMED_OUT, Deadlines
+from disque_py.core.acks import AcksMixin
+from disque_py.core.consumer import ConsumerMixin
+from disque_py.core.producer import ProducerMixin
+
+QUEUE_MAX_IDLE_S = 5 * 60
+AWAKE_BATCH = 2000            # jobs handled per timer slice, so clients interleave
+JOB_MEMORY_OVERHEAD = 420     # estimated bytes per job beyond its body
+DEFAULT_MAXMEMORY = 1024 ** 3
+
+
+class Node(ProducerMixin, ConsumerMixin, AcksMixin):
+    def __init__(self, node_id: bytes, clock: Clock | None = None,
+                 id_seed: bytes | None = None) -> None:
+        self.clock = clock or Clock()
+        self.effects: list = []
+        self.jobs = ScanTable()
+        self.queues = ScanTable(256)
+        self.schedule = AwakeSchedule()
+        self.deadlines = Deadlines()
+        self.ready: dict[bytes, None] = {}      # queues that got jobs while clients wait
+        self.blocked_clients = 0
+        self.used_memory = 0                     # running estimate, bytes
+        self.maxmemory = DEFAULT_MAXMEMORY
+        self._last_ctime = 0
+        self._evict_cursor = 0
+        self._graveyard: list = []               # flushed containers, freed in slices
+        self.stats_jobs_created = 0
+        # Cluster view; the membership layer keeps these current.
+        self.cluster_size = 1
+        self.reachable_peers = 0
+        self.leaving = False
+        self.set_node_id(node_id, id_seed)
+
+    def set_node_id(self, node_id: bytes, id_seed: bytes | None = None) -> None:
+        self.id = node_id
+        self.ids = IdGenerator(node_id, id_seed or os.urandom(20))
+        self._only_me = (node_id,)
+
+    # ------------------------------------------------------------ lookups
+
+    def lookup(self, job_id: bytes) -> Job | None:
+        return self.jobs.get(job_id)
+
+    def queue(self, name: bytes) -> Queue:
+        """The queue called `name`, created on first use."""
+        q = self.queues.get(name)
+        if q is None:
+            q = Queue(name, self.clock.now_ms())
+            self.queues.add(name, q)
+        return q
+
+    def queue_length(self, name: bytes) -> int:
+        q = self.queues.get(name)
+        return len(q.jobs) if q is not None else 0
+
+    # ------------------------------------------------- registry and timers
+
+    def next_ctime(self, now_ms: int) -> int:
+        """Creation time: ms * 1e6, strictly increasing on this node."""
+        ctime = now_ms * 1_000_000
+        if ctime <= self._last_ctime:
+            ctime = self._last_ctime + 1
+        self._last_ctime = ctime
+        return ctime
+
+    def register(self, job: Job) -> bool:
+        if not self.jobs.add(job.id, job):
+            return False
+        body = job.body
+        self.used_memory += JOB_MEMORY_OVERHEAD + (len(body) if body else 0)
+        self.update_awake(job)
+        return True
+
+    def unregister(self, job: Job) -> bool:
+        """Forget a job completely (any state). False if it was not known."""
+        if self.jobs.pop(job.id) is None:
+            return False
+        body = job.body
+        self.used_memory -= JOB_MEMORY_OVERHEAD + (len(body) if body else 0)
+        self.schedule.unschedule(job)
+        if job.state == QUEUED:
+            self.dequeue(job)
+        return True
+
+    def update_awake(self, job: Job, gc_at: int = 0) -> None:
+        """Place the job at its next event: TTL, (WILL)QUEUE time, or GC."""
+        at = job.etime * 1000 + 1000
+        state = job.state
+        if state == ACKED:
+            if gc_at and gc_at < at:
+                at = gc_at
+        elif state != WAIT_REPL and job.qtime:
+            qtime = job.qtime
+            if job.flags & FLAG_BCAST_WILLQUEUE:
+                qtime -= WILLQUEUE_ADVANCE_MS
+            if qtime < at:
+                at = qtime
+        self.schedule.schedule(job, at)
+
+    def set_requeue_time(self, job: Job, qtime: int) -> None:
+        """Move the next re-queue; never revives an at-most-once job."""
+        if job.spec[RETRY] == 0 or job.qtime == 0:
+            return
+        job.qtime = qtime
+        self.update_awake(job)
+
+    def retry_time(self, job: Job, now_ms: int) -> int:
+        return now_ms + job.spec[RETRY] * 1000 + self.clock.jitter(TIME_ERROR_MS)
+
+    # ------------------------------------------------------------- queues
+
+    def enqueue(self, job: Job, nack: bool = False) -> bool:
+        """Put an active job in its queue. False if it cannot be queued now."""
+        if job.state == QUEUED or job.qtime == 0:
+            return False
+        retry = job.spec[RETRY]
+        if retry == 0 and job.flags & FLAG_DELIVERED:
+            return False
+        now = self.clock.now_ms()
+        job.state = QUEUED
+        if retry:
+            job.flags |= FLAG_BCAST_WILLQUEUE
+            job.qtime = now + retry * 1000 + self.clock.jitter(TIME_ERROR_MS)
+        else:
+            job.qtime = 0
+        if job.flags & FLAG_BCAST_QUEUED or nack:
+            # A re-queue: count it. (With peers, QUEUED tells them to count too.)
+            if nack:
+                job.more().nacks += 1
+            else:
+                job.more().deliveries += 1
+        else:
+            job.flags |= FLAG_BCAST_QUEUED
+        self.update_awake(job)
+        q = self.queues.get(job.queue)
+        if q is None:
+            q = self.queue(job.queue)
+        q.jobs.add(job)
+        q.atime = now // 1000
+        q.jobs_in += 1
+        if q.waiters is not None and not q.flags & PAUSED_OUT:
+            self.ready[q.name] = None
+        return True
+
+    def dequeue(self, job: Job) -> bool:
+        if job.state != QUEUED:
+            return False
+        q = self.queues.get(job.queue)
+        if q is None:
+            return False
+        q.jobs.remove(job)
+        job.state = ACTIVE
+        return True
+
+    def fetch(self, q: Queue) -> Job | None:
+        """Take the oldest job out of a queue, for delivery to a consumer."""
+        jobs = q.jobs
+        if not jobs:
+            return None
+        job = jobs.pop(0)
+        job.state = ACTIVE
+        job.flags |= FLAG_DELIVERED
+        q.atime = self.clock.now_ms() // 1000
+        q.jobs_out += 1
+        return job
+
+    def set_paused(self, q: Queue, flags: int) -> None:
+        was_paused_out = q.flags & PAUSED_OUT
+        q.flags = (q.flags & ~(PAUSED_IN | PAUSED_OUT)) | flags
+        if was_paused_out and not q.flags & PAUSED_OUT and q.waiters is not None:
+            self.ready[q.name] = None
+
+    # ------------------------------------------------------------- timers
+
+    def next_wakeup(self) -> int | None:
+        """The earliest time the node has something to do, or None."""
+        if self._graveyard:
+            return self.clock.now_ms()
+        job_due = self.schedule.next_due()
+        client_due = self.deadlines.next_due()
+        if job_due is None:
+            return client_due
+        if client_due is None or job_due < client_due:
+            return job_due
+        return client_due
+
+    def tick(self, limit: int = AWAKE_BATCH) -> bool:
+        """Run due timers (up to `limit` jobs). True if more are already due."""
+        now = self.clock.now_ms()
+        for waiter in self.deadlines.pop_expired(now):
+            self.release(waiter, TIMED_OUT)
+        due = self.schedule.pop_due(now, limit)
+        for job in due:
+            self.process_job(job, now)
+        if self._graveyard:
+            self._free_some()
+        return len(due) >= limit
+
+    def process_job(self, job: Job, now: int) -> None:
+        """A job's awake time came: expire, announce, re-queue or collect it."""
+        if job.etime * 1000 <= now:
+            self.unregister(job)
+            return
+        state = job.state
+        if state == ACTIVE or state == QUEUED:
+            if job.flags & FLAG_BCAST_WILLQUEUE and job.qtime - WILLQUEUE_ADVANCE_MS <= now:
+                job.flags &= ~FLAG_BCAST_WILLQUEUE
+            if state == ACTIVE and job.qtime <= now:
+                q = self.queues.get(job.queue)
+                if job.spec[RETRY] and q is not None and q.flags & PAUSED_IN:
+                    job.qtime = self.retry_time(job, now)
+                else:
+                    self.enqueue(job)
+            elif state == QUEUED and job.qtime <= now and job.spec[RETRY]:
+                job.flags |= FLAG_BCAST_WILLQUEUE
+                job.qtime = self.retry_time(job, now)
+        elif state == ACKED:
+            self.try_gc(job)
+            return
+        if job.awake is None:
+            self.update_awake(job)
+
+    def evict_idle_queues(self, budget: int = 64) -> int:
+        """Forget empty, idle, unpaused queues nobody waits on (a slice per call)."""
+        now_s = self.clock.now_ms() // 1000
+        parts = self.queues.partitions()
+        evicted = 0
+        for _ in range(budget):
+            part = parts[self._evict_cursor]
+            self._evict_cursor = (self._evict_cursor + 1) % len(parts)
+            for name, q in list(part.items()):
+                if q.is_evictable(now_s, QUEUE_MAX_IDLE_S):
+                    self.queues.pop(name)
+                    evicted += 1
+        return evicted
+
+    # ---------------------------------------------------------- flushing
+
+    def flush_all(self) -> None:
+        """Forget every job and queue; the jobs themselves are freed in slices.
+
+        Parked GETJOB clients get the timeout reply first, as in Disque.
+        Buckets and queue lists are cleared at once (that only drops
+        references: the jobs table still holds every job); the jobs table's
+        partitions are then released a few per tick, so freeing a million
+        jobs never stalls the server.
+        """
+        for q in list(self.queues.values()):
+            for waiter in list(q.waiters or ()):
+                self.release(waiter, TIMED_OUT)
+        old_jobs, old_queues = self.jobs, self.queues
+        buckets, _ = self.schedule.clear()
+        for bucket in buckets.values():
+            bucket.clear()      # also breaks the job <-> bucket reference cycle
+        for q in old_queues.values():
+            q.jobs.clear()
+        self.jobs = ScanTable()
+        self.queues = ScanTable(256)
+        self.ready.clear()
+        self.used_memory = 0
+        self._graveyard.extend(old_jobs.partitions())
+
+    def _free_some(self, budget: int = 64) -> None:
+        graveyard = self._graveyard
+        for _ in range(min(budget, len(graveyard))):
+            graveyard.pop().clear()
+
+    @property
+    def freeing(self) -> bool:
+        return bool(self._graveyard)
+
+    # ------------------------------------------------------------ effects
+
+    def release(self, waiter, outcome) -> None:
+        """Unpark a client with an outcome (see waiters.py)."""
+        if not waiter.active:
+            return
+        self.forget_waiter(waiter)
+        self.effects.append(Unblock(waiter, outcome))
+
+    def take_effects(self) -> list:
+        effects = self.effects
+        self.effects = []
+        return effects

@@ -1,0 +1,101 @@
+"""Adding jobs: ADDJOB's semantics once its arguments are parsed.
+
+The checks run in Disque's order, so a request that breaks several rules
+gets the same error it would get from Disque: at-most-once with copies,
+DELAY >= TTL, not enough reachable nodes, MAXLEN, queue paused in input.
+
+Replication policy: the node keeps a copy and asks repl-1 peers for the
+rest, or, when it is leaving the cluster or short of memory, keeps no copy
+and asks repl peers ("external replication"). On a node that has met no
+peer, REPLICATE defaults to 1 and asking for more is refused with NOREPL.
+"""
+
+from __future__ import annotations
+
+from disque_py.core.job import (ACTIVE, DEFAULT_RETRY_MAX_S, WAIT_REPL, Job,
+                                intern_spec)
+from disque_py.core.queue import PAUSED_IN
+from disque_py.errors import CommandError, MaxlenError, NoReplError, PausedError
+
+MAX_DEFAULT_REPLICATION = 3
+
+RETRY0_NEEDS_REPL1 = ("With RETRY set to 0 please explicitly set  REPLICATE to 1 "
+                      "(at-most-once delivery)")
+DELAY_NOT_BELOW_TTL = ("The specified DELAY is greater than TTL. Job refused since "
+                       "would never be delivered")
+NOT_ENOUGH_NODES = "Not enough reachable nodes for the requested replication level"
+CANNOT_HOLD_COPY = (NOT_ENOUGH_NODES + ", since I'm unable to hold a copy of the "
+                    "message for the following reason: %s")
+REASON_LEAVING = "I'm leaving the cluster"
+REASON_MEMORY = "I'm out of memory"
+MAXLEN_REACHED = "Queue is already longer than the specified MAXLEN count"
+PAUSED_INPUT = "Queue paused in input, try later"
+ID_COLLISION = "Internal error creating the job, check server logs"
+
+
+def default_retry(ttl_s: int) -> int:
+    """RETRY when not given: TTL/10, at most 5 minutes, at least 1 second."""
+    return max(1, min(ttl_s // 10, DEFAULT_RETRY_MAX_S))
+
+
+class ProducerMixin:
+    _etime_cache: tuple = (0, 0, 0)
+
+    def add_job(self, queue: bytes, body: bytes, repl: int | None, delay: int,
+                retry: int | None, ttl: int, maxlen: int, async_: bool) -> Job:
+        """Create a job. It comes back queued (or active, when delayed);
+        in wait-repl state when the caller must wait for its copies."""
+        if repl is None:
+            repl = min(MAX_DEFAULT_REPLICATION, self.cluster_size)
+        if repl > 1 and retry == 0:
+            raise CommandError(RETRY0_NEEDS_REPL1)
+        if delay >= ttl:
+            raise CommandError(DELAY_NOT_BELOW_TTL)
+        if retry is None:
+            retry = default_retry(ttl)
+        external = self.leaving or self.memory_warning_level() > 0
+        extra_copies = repl if external else repl - 1
+        if extra_copies > self.reachable_peers:
+            if external and extra_copies - 1 == self.reachable_peers:
+                reason = REASON_LEAVING if self.leaving else REASON_MEMORY
+                raise NoReplError(CANNOT_HOLD_COPY % reason)
+            raise NoReplError(NOT_ENOUGH_NODES)
+        q = self.queues.get(queue)
+        if q is not None:
+            if maxlen and len(q.jobs) >= maxlen:
+                raise MaxlenError(MAXLEN_REACHED)
+            if q.flags & PAUSED_IN:
+                raise PausedError(PAUSED_INPUT)
+
+        now = self.clock.now_ms()
+        job = Job(self.ids.next_id(ttl, retry), queue, body, WAIT_REPL,
+                  intern_spec(repl, delay, retry), self.next_ctime(now),
+                  self._expire_time(now // 1000, ttl), () if external else self._only_me)
+        job.qtime = now + (delay or retry) * 1000
+        if not self.register(job):
+            raise CommandError(ID_COLLISION)
+        self.stats_jobs_created += 1
+        if delay == 0:
+            self.enqueue(job)
+        else:
+            job.state = ACTIVE
+            self.update_awake(job)
+        return job
+
+    def _expire_time(self, now_s: int, ttl: int) -> int:
+        # Jobs added in the same second with the same TTL share one int.
+        cached_s, cached_ttl, etime = self._etime_cache
+        if cached_s != now_s or cached_ttl != ttl:
+            etime = now_s + ttl
+            self._etime_cache = (now_s, ttl, etime)
+        return etime
+
+    def memory_warning_level(self) -> int:
+        """0 below 75% of maxmemory, 1 above, 2 above 95%."""
+        used = self.used_memory
+        limit = self.maxmemory
+        if used > limit // 100 * 95:
+            return 2
+        if used > limit // 100 * 75:
+            return 1
+        return 0

@@ -1,0 +1,138 @@
+"""The error tree every client-visible failure goes through.
+
+Each class carries the RESP error prefix that Disque clients match on
+(ERR, BADID, NOJOB, NOREPL, PAUSED, MAXLEN, LEAVING, ...). The message is the
+text after the prefix. Errors are values as much as exceptions: handlers may
+raise them or return them, and resp.encode_error turns either into
+"-PREFIX message\\r\\n". Messages are worded exactly as Disque words them,
+because client libraries and operators' scripts compare them.
+"""
+
+from __future__ import annotations
+
+
+class DisqueError(Exception):
+    """Base class: a reply of the form -PREFIX message."""
+
+    prefix = b"ERR"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+    def wire(self) -> bytes:
+        """The RESP encoding of this error; newlines cannot break the frame."""
+        text = self.message.replace("\r", " ").replace("\n", " ")
+        return b"-%s %s\r\n" % (self.prefix, text.encode("latin-1", "replace"))
+
+
+class CommandError(DisqueError):
+    """Generic -ERR: syntax, bad option values, unknown commands."""
+
+
+class ProtocolError(CommandError):
+    """Malformed RESP input. The connection is closed after the reply."""
+
+    def __init__(self, detail: str) -> None:
+        super().__init__("Protocol error: " + detail)
+
+
+class BadIdError(DisqueError):
+    prefix = b"BADID"
+
+
+class NoJobError(DisqueError):
+    prefix = b"NOJOB"
+
+
+class AckedError(DisqueError):
+    prefix = b"ACKED"
+
+
+class TooLateError(DisqueError):
+    prefix = b"TOOLATE"
+
+
+class NoReplError(DisqueError):
+    prefix = b"NOREPL"
+
+
+class PausedError(DisqueError):
+    prefix = b"PAUSED"
+
+
+class MaxlenError(DisqueError):
+    prefix = b"MAXLEN"
+
+
+class LeavingError(DisqueError):
+    prefix = b"LEAVING"
+
+
+class NoAuthError(DisqueError):
+    prefix = b"NOAUTH"
+
+
+class OutOfMemoryError(DisqueError):
+    prefix = b"OOM"
+
+
+class MisconfError(DisqueError):
+    prefix = b"MISCONF"
+
+
+class LoadingError(DisqueError):
+    prefix = b"LOADING"
+
+
+class NoProtoError(DisqueError):
+    prefix = b"NOPROTO"
+
+
+class WrongPassError(DisqueError):
+    prefix = b"WRONGPASS"
+
+
+class ConfigError(Exception):
+    """A configuration file or command line that cannot be loaded.
+
+    Not a client reply: start-up prints it and exits, naming where it is.
+    """
+
+    def __init__(self, message: str, *, filename: str | None = None,
+                 line_number: int | None = None, line: str | None = None,
+                 directive: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.filename = filename
+        self.line_number = line_number
+        self.line = line
+        self.directive = directive
+
+    def report(self) -> str:
+        """The multi-line text shown to the operator, in Disque's layout."""
+        where = self.filename or "(command line)"
+        parts = ["", "*** FATAL CONFIG FILE ERROR ***"]
+        if self.line_number is not None:
+            parts.append(f"Reading the configuration file {where}, at line {self.line_number}")
+        else:
+            parts.append(f"Reading the configuration file {where}")
+        if self.line is not None:
+            parts.append(f">>> '{self.line}'")
+        if self.directive:
+            parts.append(f"{self.message} (directive '{self.directive}')")
+        else:
+            parts.append(self.message)
+        return "\n".join(parts)
+
+
+# Messages shared by several commands, worded as Disque words them.
+SYNTAX_ERROR = "syntax error"
+BADID_MESSAGE = "Invalid Job ID format."
+LEAVING_MESSAGE = "This node is leaving the cluster, please connect to a different one"
+NOAUTH_MESSAGE = "Authentication required."
+OOM_MESSAGE = "command not allowed when used memory > 'maxmemory'."
+NOT_INTEGER = "value is not an integer or out of range"
+TIMEOUT_NOT_INTEGER = "timeout is not an integer or out of range"
+TIMEOUT_NEGATIVE = "timeout is negative"
+INVALID_CURSOR = "invalid cursor or option name"

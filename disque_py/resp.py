@@ -1,0 +1,342 @@
+"""RESP2 codec, sans I/O: client requests in, reply bytes out.
+
+RequestReader turns a byte stream into commands (lists of bytes). Incomplete
+input is a return value (no command yet), never an exception; a malformed
+stream sets `error` once, and every command parsed before the fault is still
+returned so that it runs and is answered, as Disque does.
+
+Two parsers share the work:
+  * the fast path hands whole chunks that start with '*' to hiredis (C), and
+    accepts what it returns only if every command is a non-empty array of
+    bulk strings;
+  * anything else (inline commands, a command split across reads, a shape
+    hiredis rejects, oversize headers) falls back to an incremental parser
+    that follows Disque's own rules and error messages byte for byte.
+The fallback starts exactly where hiredis' accepted commands end: hiredis and
+Disque agree on the canonical form of every length, so the size of each
+accepted command can be recomputed from its arguments, and a chunk is done
+only when those sizes add up to all of it.
+
+Encoders turn reply values into bytes. The value model is small on purpose:
+bytes -> bulk string, str -> status, int -> integer, list/tuple -> array,
+None -> null bulk, Raw -> already encoded, DisqueError -> error.
+"""
+
+from __future__ import annotations
+
+import hiredis
+
+from disque_py.errors import DisqueError, ProtocolError
+
+# Limits, as in Disque (and Redis 3): beyond them the stream is refused.
+INLINE_MAX_SIZE = 64 * 1024            # an inline command, or a header line
+MULTIBULK_MAX_COUNT = 1024 * 1024      # arguments in one command
+BULK_MAX_LENGTH = 512 * 1024 * 1024    # bytes in one argument
+
+_WHITESPACE = b" \t\n\r\x0b\x0c"
+_ESCAPES = {ord("n"): 10, ord("r"): 13, ord("t"): 9, ord("b"): 8, ord("a"): 7}
+_HEXDIGITS = b"0123456789abcdefABCDEF"
+_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
+
+
+class Raw(bytes):
+    """A reply that is already RESP-encoded."""
+
+    __slots__ = ()
+
+
+OK = Raw(b"+OK\r\n")
+PONG = Raw(b"+PONG\r\n")
+NULL_BULK = Raw(b"$-1\r\n")
+NULL_ARRAY = Raw(b"*-1\r\n")
+EMPTY_ARRAY = Raw(b"*0\r\n")
+
+
+def parse_strict_int(digits: bytes | bytearray) -> int | None:
+    """Parse a length the way Disque's string2ll does: canonical digits only."""
+    n = len(digits)
+    if n == 0 or n > 20:
+        return None
+    if digits[0] == 45:  # '-'
+        body = digits[1:]
+        if not body or body[0] == 48 or not body.isdigit():
+            return None
+    elif not digits.isdigit() or (digits[0] == 48 and n > 1):
+        return None
+    value = int(digits)
+    if value < _INT64_MIN or value > _INT64_MAX:
+        return None
+    return value
+
+
+def split_inline(line: bytes) -> list[bytes] | None:
+    """Split an inline command into arguments, honouring quotes and escapes.
+
+    Follows the rules of the shell-like splitter Disque and redis-cli use:
+    double quotes understand \\n \\r \\t \\b \\a \\xHH and \\<any>; single
+    quotes only \\'; a closing quote must be followed by a space or the end.
+    Returns None for unbalanced quotes.
+    """
+    args: list[bytes] = []
+    i, n = 0, len(line)
+    while True:
+        while i < n and line[i] in _WHITESPACE:
+            i += 1
+        if i >= n:
+            return args
+        current = bytearray()
+        in_double = in_single = False
+        while True:
+            if in_double:
+                if i >= n:
+                    return None
+                c = line[i]
+                if c == 92 and i + 3 < n and line[i + 1] == 120 \
+                        and line[i + 2] in _HEXDIGITS and line[i + 3] in _HEXDIGITS:
+                    current.append(int(line[i + 2:i + 4], 16))
+                    i += 3
+                elif c == 92 and i + 1 < n:
+                    i += 1
+                    current.append(_ESCAPES.get(line[i], line[i]))
+                elif c == 34:
+                    if i + 1 < n and line[i + 1] not in _WHITESPACE:
+                        return None
+                    in_double = False
+                    i += 1
+                    break
+                else:
+                    current.append(c)
+            elif in_single:
+                if i >= n:
+                    return None
+                c = line[i]
+                if c == 92 and i + 1 < n and line[i + 1] == 39:
+                    i += 1
+                    current.append(39)
+                elif c == 39:
+                    if i + 1 < n and line[i + 1] not in _WHITESPACE:
+                        return None
+                    in_single = False
+                    i += 1
+                    break
+                else:
+                    current.append(c)
+            else:
+                if i >= n:
+                    break
+                c = line[i]
+                if c in _WHITESPACE:
+                    break
+                if c == 34:
+                    in_double = True
+                elif c == 39:
+                    in_single = True
+                else:
+                    current.append(c)
+            i += 1
+        args.append(bytes(current))
+
+
+class RequestReader:
+    """Incremental request parser for one client connection."""
+
+    __slots__ = ("_hiredis", "_buf", "_argv", "_args_left", "_bulk_len", "error")
+
+    def __init__(self) -> None:
+        self._hiredis = hiredis.Reader()
+        self._buf: bytearray | None = None   # set while the slow path owns the stream
+        self._argv: list[bytes] = []         # arguments of a half-read command
+        self._args_left = 0                  # arguments still expected
+        self._bulk_len = -1                  # length of the bulk being read
+        self.error: ProtocolError | None = None
+
+    @property
+    def buffered(self) -> int:
+        """Bytes received but not yet turned into commands."""
+        return len(self._buf) if self._buf is not None else 0
+
+    def feed(self, data: bytes) -> list[list[bytes]]:
+        """Consume bytes; return the commands they complete, in order."""
+        if self.error is not None or not data:
+            return []
+        if self._buf is None:
+            if data[0] == 42:  # '*'
+                return self._feed_fast(data)
+            self._buf = bytearray(data)
+        else:
+            self._buf += data
+        return self._parse_slow([])
+
+    def _feed_fast(self, data: bytes) -> list[list[bytes]]:
+        # hiredis is clean on entry, so every byte it holds comes from `data`.
+        # The chunk is done when the accepted commands account for all of
+        # it; otherwise (a partial command, a rejected shape) the slow path
+        # takes the rest, starting where the accepted commands end.
+        reader = self._hiredis
+        reader.feed(data)
+        commands: list[list[bytes]] = []
+        total, consumed = len(data), 0
+        try:
+            while True:
+                command = reader.gets()
+                if type(command) is not list or not command:
+                    break
+                argc = len(command)
+                size = 4 if argc < 10 else 3 + len(str(argc))
+                for arg in command:
+                    if type(arg) is not bytes:
+                        break
+                    n = len(arg)
+                    size += n + (6 if n < 10 else 7 if n < 100 else 5 + len(str(n)))
+                else:
+                    commands.append(command)
+                    consumed += size
+                    if consumed == total:
+                        return commands
+                    continue
+                break
+        except hiredis.ProtocolError:
+            pass
+        self._hiredis = hiredis.Reader()
+        self._buf = bytearray(memoryview(data)[consumed:])
+        return self._parse_slow(commands)
+
+    def _parse_slow(self, commands: list[list[bytes]]) -> list[list[bytes]]:
+        buf = self._buf
+        pos = 0
+        try:
+            while pos < len(buf):
+                if self._args_left == 0 and buf[pos] != 42:
+                    pos, command = self._parse_inline(buf, pos)
+                else:
+                    pos, command = self._parse_multibulk(buf, pos)
+                if command is None:
+                    break
+                if command:
+                    commands.append(command)
+        except ProtocolError as exc:
+            self.error = exc
+            self._buf = None
+            return commands
+        if pos >= len(buf) and self._args_left == 0:
+            self._buf = None  # drained: the fast path may take over again
+        elif pos:
+            del buf[:pos]
+        return commands
+
+    def _parse_inline(self, buf: bytearray, pos: int):
+        newline = buf.find(b"\n", pos)
+        if newline < 0:
+            if len(buf) - pos > INLINE_MAX_SIZE:
+                raise ProtocolError("too big inline request")
+            return pos, None
+        end = newline - 1 if newline > pos and buf[newline - 1] == 13 else newline
+        args = split_inline(bytes(buf[pos:end]))
+        if args is None:
+            raise ProtocolError("unbalanced quotes in request")
+        return newline + 1, [arg for arg in args if arg]
+
+    def _parse_multibulk(self, buf: bytearray, pos: int):
+        if self._args_left == 0:
+            newline = buf.find(b"\r", pos)
+            if newline < 0:
+                if len(buf) - pos > INLINE_MAX_SIZE:
+                    raise ProtocolError("too big mbulk count string")
+                return pos, None
+            if newline + 1 >= len(buf):
+                return pos, None
+            count = parse_strict_int(buf[pos + 1:newline])
+            if count is None or count > MULTIBULK_MAX_COUNT:
+                raise ProtocolError("invalid multibulk length")
+            pos = newline + 2
+            if count <= 0:
+                return pos, []
+            self._args_left = count
+            self._argv = []
+        argv = self._argv
+        while self._args_left:
+            if self._bulk_len < 0:
+                newline = buf.find(b"\r", pos)
+                if newline < 0:
+                    if len(buf) - pos > INLINE_MAX_SIZE:
+                        raise ProtocolError("too big bulk count string")
+                    return pos, None
+                if newline + 1 >= len(buf):
+                    return pos, None
+                if buf[pos] != 36:  # '$'
+                    raise ProtocolError("expected '$', got '%s'" % chr(buf[pos]))
+                length = parse_strict_int(buf[pos + 1:newline])
+                if length is None or length < 0 or length > BULK_MAX_LENGTH:
+                    raise ProtocolError("invalid bulk length")
+                pos = newline + 2
+                self._bulk_len = length
+            if len(buf) - pos < self._bulk_len + 2:
+                return pos, None
+            argv.append(bytes(buf[pos:pos + self._bulk_len]))
+            pos += self._bulk_len + 2
+            self._bulk_len = -1
+            self._args_left -= 1
+        self._argv = []
+        return pos, argv
+
+
+# ----------------------------------------------------------------- encoders
+
+def encode_bulk(value: bytes) -> bytes:
+    return b"$%d\r\n%b\r\n" % (len(value), value)
+
+
+def encode_into(parts: list, value) -> None:
+    """Append the RESP encoding of `value` to `parts` (joined by the caller)."""
+    kind = type(value)
+    if kind is bytes:
+        parts.append(b"$%d\r\n%b\r\n" % (len(value), value))
+    elif kind is Raw:
+        parts.append(value)
+    elif kind is int:
+        parts.append(b":%d\r\n" % value)
+    elif kind is list or kind is tuple:
+        parts.append(b"*%d\r\n" % len(value))
+        for item in value:
+            encode_into(parts, item)
+    elif kind is str:
+        parts.append(b"+%b\r\n" % value.encode())
+    elif value is None:
+        parts.append(NULL_BULK)
+    elif isinstance(value, DisqueError):
+        parts.append(value.wire())
+    elif isinstance(value, (bytes, bytearray, memoryview)):
+        data = bytes(value)
+        parts.append(b"$%d\r\n%b\r\n" % (len(data), data))
+    elif isinstance(value, bool):
+        parts.append(b":%d\r\n" % int(value))
+    elif isinstance(value, int):
+        parts.append(b":%d\r\n" % value)
+    else:
+        raise TypeError(f"cannot encode reply of type {kind.__name__}")
+
+
+def encode(value) -> bytes:
+    """The RESP encoding of one reply value."""
+    kind = type(value)
+    if kind is Raw:
+        return value
+    if kind is bytes:
+        return b"$%d\r\n%b\r\n" % (len(value), value)
+    if kind is int:
+        return b":%d\r\n" % value
+    parts: list = []
+    encode_into(parts, value)
+    return b"".join(parts)
+
+
+def encode_command(*args) -> bytes:
+    """A request in multibulk form (used by tools and tests, not the server)."""
+    parts = [b"*%d\r\n" % len(args)]
+    for arg in args:
+        if isinstance(arg, str):
+            arg = arg.encode()
+        elif isinstance(arg, int):
+            arg = b"%d" % arg
+        parts.append(b"$%d\r\n%b\r\n" % (len(arg), arg))
+    return b"".join(parts)

@@ -1,0 +1,221 @@
+"""One client connection: bytes in, commands run in order, replies out.
+
+An asyncio.Protocol kept thin: it feeds the RESP reader, runs every command
+that arrived in one read, and answers them with one write. The rules it keeps:
+
+  * Parking: a command that returns Park (GETJOB on empty queues, later
+    ADDJOB waiting for copies) stops the pipeline; commands that arrive
+    after it wait in `pending`, unrun, until the core answers the parked
+    one through the runtime. A client that goes away while parked is
+    cancelled in the core.
+  * Backpressure: when unsent replies pass the transport's high-water mark
+    we stop reading from this client until they drain; a parked client that
+    keeps sending is paused once PENDING_LIMIT commands are waiting.
+  * Protocol errors: commands before the bad bytes run and are answered,
+    then the error is written and only this connection is closed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import time
+from collections import deque
+
+from disque_py.commands.context import Park
+from disque_py.resp import Raw, RequestReader, encode, encode_into
+
+OUTPUT_HIGH_WATER = 4 * 1024 * 1024
+OUTPUT_LOW_WATER = 1024 * 1024
+PENDING_LIMIT = 10_000
+MAX_CLIENTS_ERROR = b"-ERR max number of clients reached\r\n"
+QUIT_OK = Raw(b"+OK\r\n")
+
+
+class ClientConnection(asyncio.Protocol):
+    __slots__ = ("runtime", "server", "session", "transport", "reader", "pending",
+                 "pending_error", "closing", "_reading_paused_for_output",
+                 "_reading_paused_for_pending", "_resume_scheduled")
+
+    def __init__(self, runtime) -> None:
+        self.runtime = runtime
+        self.server = runtime.server
+        self.session = None
+        self.transport = None
+        self.reader = RequestReader()
+        self.pending: deque | None = None
+        self.pending_error = None
+        self.closing = False
+        self._reading_paused_for_output = False
+        self._reading_paused_for_pending = False
+        self._resume_scheduled = False
+
+    # ----------------------------------------------------------- lifecycle
+
+    def connection_made(self, transport) -> None:
+        self.transport = transport
+        server = self.server
+        if len(server.clients) >= server.config["maxclients"]:
+            server.stats.rejected_connections += 1
+            transport.write(MAX_CLIENTS_ERROR)
+            transport.close()
+            self.closing = True
+            return
+        transport.set_write_buffer_limits(OUTPUT_HIGH_WATER, OUTPUT_LOW_WATER)
+        sock = transport.get_extra_info("socket")
+        peer = transport.get_extra_info("peername")
+        local = transport.get_extra_info("sockname")
+        fd = sock.fileno() if sock is not None else -1
+        self.session = server.new_session(_format_addr(peer), _format_addr(local), fd, self)
+        keepalive = server.config["tcp-keepalive"]
+        if keepalive and sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
+            _set_keepalive(sock, keepalive)
+
+    def connection_lost(self, exc) -> None:
+        self.closing = True
+        session = self.session
+        if session is not None:
+            self.server.drop_session(session)
+            session.conn = None
+        self.pending = None
+        self.transport = None
+        self.runtime.after_commands()
+
+    # ---------------------------------------------------------------- input
+
+    def data_received(self, data: bytes) -> None:
+        if self.closing:
+            return
+        server = self.server
+        server.stats.net_input_bytes += len(data)
+        session = self.session
+        session.last_interaction = time.monotonic()
+        commands = self.reader.feed(data)
+        if self.pending is not None:
+            self.pending.extend(commands)
+            if len(self.pending) > PENDING_LIMIT and not self._reading_paused_for_pending:
+                self._reading_paused_for_pending = True
+                self.transport.pause_reading()
+            if self.reader.error is not None:
+                self.pending_error = self.reader.error
+            return
+        if commands:
+            self._run(commands)
+        if self.reader.error is not None and self.pending is None:
+            self._fail(self.reader.error)
+
+    def _run(self, commands) -> None:
+        """Run commands in order until one parks; write all replies at once."""
+        server = self.server
+        session = self.session
+        node = server.node
+        dispatch = server.commands.dispatch
+        out: list = []
+        ran = 0
+        close_after = False
+        for argv in commands:
+            ran += 1
+            name = argv[0]
+            if len(name) == 4 and name.lower() == b"quit":
+                out.append(QUIT_OK)
+                close_after = True
+                break
+            reply = dispatch(server, session, argv)
+            if node.ready:
+                node.serve_ready()
+            kind = type(reply)
+            if kind is Raw:
+                out.append(reply)
+            elif kind is Park:
+                session.parked = reply.waiter
+                self.pending = deque(commands[ran:]) if ran < len(commands) else deque()
+                break
+            else:
+                encode_into(out, reply)
+        server.stats.commands_processed += ran
+        if out:
+            payload = b"".join(out)
+            server.stats.net_output_bytes += len(payload)
+            self.transport.write(payload)
+        if close_after or session.kill_requested:
+            self._close()
+        self.runtime.after_commands()
+
+    def resume(self, reply) -> None:
+        """The parked command is answered: write it, then run what queued up."""
+        if self.closing:
+            return
+        self.session.parked = None
+        payload = encode(reply)
+        self.server.stats.net_output_bytes += len(payload)
+        self.transport.write(payload)
+        if not self._resume_scheduled:
+            self._resume_scheduled = True
+            asyncio.get_running_loop().call_soon(self._run_pending)
+
+    def _run_pending(self) -> None:
+        self._resume_scheduled = False
+        pending = self.pending
+        if self.closing or pending is None or self.session.parked is not None:
+            return
+        self.pending = None
+        if self._reading_paused_for_pending:
+            self._reading_paused_for_pending = False
+            if not self._reading_paused_for_output:
+                self.transport.resume_reading()
+        if pending:
+            self._run(list(pending))
+        error = self.pending_error
+        if error is not None and self.pending is None:
+            self._fail(error)
+
+    def _fail(self, error) -> None:
+        self.transport.write(error.wire())
+        self._close()
+
+    def _close(self) -> None:
+        if not self.closing:
+            self.closing = True
+            self.transport.close()
+
+    # --------------------------------------------------------------- output
+
+    def send(self, payload: bytes) -> None:
+        """Bytes from elsewhere (MONITOR feed)."""
+        if not self.closing:
+            self.server.stats.net_output_bytes += len(payload)
+            self.transport.write(payload)
+
+    def pause_writing(self) -> None:
+        self._reading_paused_for_output = True
+        self.transport.pause_reading()
+
+    def resume_writing(self) -> None:
+        self._reading_paused_for_output = False
+        if not self._reading_paused_for_pending and not self.closing:
+            self.transport.resume_reading()
+
+    def input_buffered(self) -> int:
+        return self.reader.buffered
+
+    def output_buffered(self) -> int:
+        transport = self.transport
+        return transport.get_write_buffer_size() if transport is not None else 0
+
+    def close(self) -> None:
+        self._close()
+
+
+def _format_addr(addr) -> str:
+    if isinstance(addr, tuple) and len(addr) >= 2:
+        host = addr[0]
+        return f"[{host}]:{addr[1]}" if ":" in host else f"{host}:{addr[1]}"
+    return str(addr or "")
+
+
+def _set_keepalive(sock: socket.socket, interval: int) -> None:
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+    if hasattr(socket, "TCP_KEEPIDLE"):
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE, interval)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPINTVL, max(interval // 3, 1))
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPCNT, 3)

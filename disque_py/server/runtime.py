@@ -1,0 +1,250 @@
+"""The running server: wires config, core, listeners and timers together.
+
+The runtime owns everything with a side effect. It carries out the core's
+effects (answers parked clients), runs the job timers, runs the cron at
+`hz` (ops/sec samples, idle queues, idle clients, memory peak), closes
+clients a command asked to kill, and shuts down cleanly on SHUTDOWN,
+SIGTERM or SIGINT (listeners closed, pidfile removed, exit code 0).
+
+Timers: the core reports its next due time; we sleep until then but never
+more than TIMER_MAX_SLEEP_MS, so a deadline set by a command that arrives
+meanwhile is honoured within that bound. When more jobs are due than one
+slice handles, the next slice runs on the next loop turn, after I/O.
+
+Garbage collection: jobs are acyclic by design (the one cycle, job <->
+awake bucket, is cut whenever a job leaves the schedule), so the cron moves
+survivors into gc's permanent generation; full collections then never walk
+millions of jobs and stall the server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import os
+import signal
+import sys
+import time
+
+from disque_py import DISQUE_VERSION, log
+from disque_py.cluster import nodes_conf
+from disque_py.commands.queues import render_outcome
+from disque_py.core.effects import Unblock
+from disque_py.core.node import Node
+from disque_py.server.protocol import ClientConnection
+from disque_py.server.state import ServerState
+
+TIMER_MAX_SLEEP_MS = 10
+TIMER_MIN_SLEEP_MS = 1
+
+
+class Runtime:
+    def __init__(self, config, *, executable: str = "") -> None:
+        self.config = config
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.listeners: list = []
+        self._timer = None
+        self._cron = None
+        self._stopped: asyncio.Future | None = None
+        self.exit_code = 0
+        node_id = self._load_identity()
+        self.node = Node(node_id.encode())
+        self.node.maxmemory = config["maxmemory"]
+        self.server = ServerState(self.node, config, executable=executable,
+                                  config_file=config.path or "")
+        self.server.feed_monitors = self.feed_monitors
+        self.server.port = config["port"]
+        self.server.set_requirepass(config["requirepass"])
+        self.server.announce_ip = _announce_ip(config["bind"])
+        self._watch_config()
+
+    # ------------------------------------------------------------ identity
+
+    def _load_identity(self) -> str:
+        path = self.config["cluster-config-file"]
+        records = nodes_conf.load(path)
+        if records is None:
+            node_id = nodes_conf.new_node_id()
+            nodes_conf.save(path, [nodes_conf.NodeRecord(
+                node_id, _announce_ip(self.config["bind"]), self.config["port"], {"myself"})])
+            log.notice("No cluster configuration found, I'm %s", node_id)
+            return node_id
+        myself = next(record for record in records if "myself" in record.flags)
+        log.notice("Node configuration loaded, I'm %s", myself.node_id)
+        return myself.node_id
+
+    def _watch_config(self) -> None:
+        config, server, node = self.config, self.server, self.node
+        config.on_change("loglevel", log.set_level)
+        config.on_change("requirepass", server.set_requirepass)
+        config.on_change("maxmemory", lambda value: setattr(node, "maxmemory", value))
+
+    # ------------------------------------------------------------ start-up
+
+    async def start(self) -> None:
+        self.loop = asyncio.get_running_loop()
+        self._stopped = self.loop.create_future()
+        config = self.config
+        for address in config["bind"] or [None]:
+            server = await self.loop.create_server(
+                lambda: ClientConnection(self), host=address, port=config["port"],
+                backlog=config["tcp-backlog"], reuse_address=True)
+            self.listeners.append(server)
+        if config["unixsocket"]:
+            await self._listen_unix(config["unixsocket"], config["unixsocketperm"])
+        self.server.port = self.listeners[0].sockets[0].getsockname()[1]
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            self.loop.add_signal_handler(sig, self.request_shutdown, "signal")
+        gc.freeze()
+        self._schedule_timer(0)
+        self._cron = self.loop.call_later(1 / config["hz"], self._run_cron)
+        log.notice("Server started, Disque version %s (disque-py)", DISQUE_VERSION)
+        log.notice("The server is now ready to accept connections on port %d", self.server.port)
+
+    async def _listen_unix(self, path: str, permissions: int) -> None:
+        if os.path.exists(path):
+            os.unlink(path)
+        server = await self.loop.create_unix_server(lambda: ClientConnection(self), path=path)
+        if permissions:
+            os.chmod(path, permissions)
+        self.listeners.append(server)
+
+    async def run(self) -> int:
+        await self.start()
+        await self._stopped
+        return self.exit_code
+
+    # ------------------------------------------------------------- effects
+
+    def after_commands(self) -> None:
+        """Carry out what the last batch of commands asked for."""
+        server = self.server
+        if self.node.effects:
+            self.apply_effects()
+        if server.kills:
+            for session in server.kills:
+                if session.conn is not None:
+                    session.conn.close()
+            server.kills.clear()
+        if server.shutdown_request is not None:
+            mode, session = server.shutdown_request
+            server.shutdown_request = None
+            self.request_shutdown(mode, session)
+
+    def apply_effects(self) -> None:
+        for effect in self.node.take_effects():
+            if type(effect) is Unblock:
+                waiter = effect.waiter
+                session = waiter.client
+                session.parked = None
+                conn = session.conn
+                if conn is not None:
+                    conn.resume(render_outcome(waiter, effect.outcome))
+
+    def feed_monitors(self, session, argv: list[bytes]) -> None:
+        now = time.time()
+        line = b"+%d.%06d [%s] %b\r\n" % (
+            int(now), int(now * 1_000_000) % 1_000_000, session.addr.encode(),
+            b" ".join(_quote(arg) for arg in argv))
+        for monitor in self.server.monitors:
+            if monitor.conn is not None:
+                monitor.conn.send(line)
+
+    # -------------------------------------------------------------- timers
+
+    def _schedule_timer(self, delay_ms: float) -> None:
+        self._timer = self.loop.call_later(delay_ms / 1000, self._on_timer)
+
+    def _on_timer(self) -> None:
+        node = self.node
+        more = node.tick()
+        if node.effects:
+            self.apply_effects()
+        if more:
+            self._timer = self.loop.call_soon(self._on_timer)
+            return
+        due = node.next_wakeup()
+        if due is None:
+            delay = TIMER_MAX_SLEEP_MS
+        else:
+            delay = min(max(due - node.clock.now_ms(), TIMER_MIN_SLEEP_MS), TIMER_MAX_SLEEP_MS)
+        self._schedule_timer(delay)
+
+    def _run_cron(self) -> None:
+        server, config = self.server, self.config
+        server.stats.sample_ops()
+        self.node.evict_idle_queues()
+        self._close_idle_clients(config["timeout"])
+        gc.freeze()
+        self._cron = self.loop.call_later(1 / max(config["hz"], 1), self._run_cron)
+
+    def _close_idle_clients(self, max_idle_s: int) -> None:
+        if not max_idle_s:
+            return
+        limit = time.monotonic() - max_idle_s
+        for session in list(self.server.clients.values()):
+            if session.last_interaction < limit and session.parked is None \
+                    and not session.monitor and session.conn is not None:
+                session.conn.close()
+
+    # ------------------------------------------------------------ shutdown
+
+    def request_shutdown(self, reason: str, session=None) -> None:
+        if self._stopped is None or self._stopped.done():
+            return
+        log.warning("User requested shutdown... (%s)", reason)
+        for listener in self.listeners:
+            listener.close()
+        for client in list(self.server.clients.values()):
+            if client.conn is not None:
+                client.conn.close()
+        if self._timer is not None:
+            self._timer.cancel()
+        if self._cron is not None:
+            self._cron.cancel()
+        pidfile = self.config["pidfile"]
+        if self.config["daemonize"] and pidfile:
+            try:
+                os.unlink(pidfile)
+            except OSError:
+                pass
+        log.warning("Disque is now ready to exit, bye bye...")
+        self._stopped.set_result(None)
+
+
+def _announce_ip(binds: list[str]) -> str:
+    for address in binds or []:
+        if address not in ("0.0.0.0", "::", "*", ""):
+            return address
+    return ""
+
+
+def _quote(arg: bytes) -> bytes:
+    """An argument as MONITOR shows it: quoted, with C-style escapes."""
+    out = bytearray(b'"')
+    for byte in arg:
+        if byte in (0x5C, 0x22):
+            out += b"\\" + bytes((byte,))
+        elif byte == 10:
+            out += b"\\n"
+        elif byte == 13:
+            out += b"\\r"
+        elif byte == 9:
+            out += b"\\t"
+        elif byte == 7:
+            out += b"\\a"
+        elif byte == 8:
+            out += b"\\b"
+        elif 32 <= byte < 127:
+            out.append(byte)
+        else:
+            out += b"\\x%02x" % byte
+    out += b'"'
+    return bytes(out)
+
+
+def run_server(config, executable: str = "") -> int:
+    """Run until shutdown; the process exit code."""
+    import uvloop
+    runtime = Runtime(config, executable=executable or sys.argv[0])
+    return uvloop.run(runtime.run())

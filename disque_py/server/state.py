@@ -1,0 +1,153 @@
+"""What command handlers see of the server: plain state, no I/O.
+
+ServerState bundles the node core, the configuration, the client registry
+and the statistics INFO reports. Session is one client's state (name, auth,
+flags). Handlers read and change these; when a handler needs the outside
+world to act (close another client, shut down, feed monitors) it records a
+request here and the runtime carries it out after the command. That keeps
+every handler testable by direct dispatch, without a socket.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+from disque_py.commands import CommandTable
+from disque_py.core.node import Node
+
+
+class Stats:
+    __slots__ = ("connections_received", "commands_processed", "net_input_bytes",
+                 "net_output_bytes", "rejected_connections", "ops_samples",
+                 "ops_sample_time", "ops_sample_count")
+
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        self.connections_received = 0
+        self.commands_processed = 0
+        self.net_input_bytes = 0
+        self.net_output_bytes = 0
+        self.rejected_connections = 0
+        self.ops_samples: list[int] = []
+        self.ops_sample_time = time.monotonic()
+        self.ops_sample_count = 0
+
+    def sample_ops(self) -> None:
+        """Called from the cron: one instantaneous ops/sec sample."""
+        now = time.monotonic()
+        elapsed = now - self.ops_sample_time
+        if elapsed <= 0:
+            return
+        rate = int((self.commands_processed - self.ops_sample_count) / elapsed)
+        self.ops_samples.append(rate)
+        del self.ops_samples[:-16]
+        self.ops_sample_time = now
+        self.ops_sample_count = self.commands_processed
+
+    @property
+    def instantaneous_ops(self) -> int:
+        samples = self.ops_samples
+        return sum(samples) // len(samples) if samples else 0
+
+
+class Session:
+    """One client connection's state, as commands see it."""
+
+    __slots__ = ("id", "addr", "laddr", "fd", "name", "authenticated", "created",
+                 "last_interaction", "last_command", "monitor", "lib_name", "lib_ver",
+                 "kill_requested", "parked", "conn", "resp3")
+
+    def __init__(self, client_id: int, addr: str = "", laddr: str = "", fd: int = -1,
+                 conn=None) -> None:
+        self.id = client_id
+        self.addr = addr
+        self.laddr = laddr
+        self.fd = fd
+        self.name = b""
+        self.authenticated = False
+        self.created = time.monotonic()
+        self.last_interaction = self.created
+        self.last_command = b"NULL"
+        self.monitor = False
+        self.lib_name = b""
+        self.lib_ver = b""
+        self.kill_requested = False
+        self.parked = None          # the Waiter while a command is parked
+        self.conn = conn            # the transport adapter, opaque here
+        self.resp3 = False
+
+
+class ServerState:
+    def __init__(self, node: Node, config, *, executable: str = "",
+                 config_file: str = "") -> None:
+        self.node = node
+        self.config = config
+        self._requirepass = b""
+        self.stats = Stats()
+        self.clients: dict[int, Session] = {}
+        self.monitors: list[Session] = []
+        self.next_client_id = 1
+        self.started = time.time()
+        self.run_id = os.urandom(20).hex()
+        self.executable = executable
+        self.config_file = config_file
+        self.port = 0
+        self.announce_ip = ""
+        self.peak_memory = 0
+        self.commands = CommandTable(config["rename-command"])
+        # (mode, session) once SHUTDOWN is asked: "save", "nosave", "rewrite-aof"
+        self.shutdown_request: tuple[str, Session] | None = None
+        self.extra_info_sections: dict = {}          # later layers add INFO sections
+        self.kills: list[Session] = []               # clients CLIENT KILL asked to close
+        self.feed_monitors = lambda session, argv: None   # the runtime installs the real one
+
+    def new_session(self, addr: str = "", laddr: str = "", fd: int = -1, conn=None) -> Session:
+        session = Session(self.next_client_id, addr, laddr, fd, conn)
+        self.next_client_id += 1
+        self.clients[session.id] = session
+        self.stats.connections_received += 1
+        return session
+
+    def drop_session(self, session: Session) -> None:
+        self.clients.pop(session.id, None)
+        if session.monitor:
+            session.monitor = False
+            self.monitors.remove(session)
+        waiter = session.parked
+        if waiter is not None:
+            session.parked = None
+            self.node.cancel_waiter(waiter)
+
+    @property
+    def requirepass(self) -> bytes:
+        return self._requirepass
+
+    def set_requirepass(self, password: str) -> None:
+        self._requirepass = password.encode("latin-1") if password else b""
+
+    def request_kill(self, session: Session) -> None:
+        session.kill_requested = True
+        self.kills.append(session)
+
+    def uptime(self) -> float:
+        return time.time() - self.started
+
+    def peers(self) -> list:
+        """Other known nodes, for HELLO (none until the cluster layer exists)."""
+        return []
+
+    def persistence_info(self) -> list[tuple[str, object]]:
+        return [
+            ("loading", 0),
+            ("aof_enabled", 0),
+            ("aof_state", "off"),
+            ("aof_rewrite_in_progress", 0),
+            ("aof_rewrite_scheduled", 0),
+            ("aof_last_rewrite_time_sec", -1),
+            ("aof_current_rewrite_time_sec", -1),
+            ("aof_last_bgrewrite_status", "ok"),
+            ("aof_last_write_status", "ok"),
+        ]
