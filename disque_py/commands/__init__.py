@@ -16,7 +16,7 @@ DisqueError. It never touches a socket.
 
 from __future__ import annotations
 
-from typing import Callable, NamedTuple
+from typing import Callable
 
 from disque_py.errors import (NOAUTH_MESSAGE, OOM_MESSAGE, CommandError, DisqueError,
                               NoAuthError, OutOfMemoryError)
@@ -26,11 +26,16 @@ FLAG_NAMES = (("w", "write"), ("r", "readonly"), ("m", "denyoom"), ("a", "admin"
               ("l", "loading"), ("M", "skip_monitor"), ("F", "fast"))
 
 
-class Command(NamedTuple):
-    name: bytes
-    handler: Callable
-    arity: int
-    flags: str
+class Command:
+    __slots__ = ("name", "handler", "arity", "flags", "denyoom", "monitored")
+
+    def __init__(self, name: bytes, handler: Callable, arity: int, flags: str) -> None:
+        self.name = name
+        self.handler = handler
+        self.arity = arity
+        self.flags = flags
+        self.denyoom = "m" in flags
+        self.monitored = "M" not in flags
 
     @property
     def flag_names(self) -> list[str]:
@@ -107,10 +112,10 @@ class CommandTable:
                                 % command.name.decode())
         if server.requirepass and not session.authenticated and command.handler is not admin.auth:
             return NoAuthError(NOAUTH_MESSAGE)
-        if "m" in command.flags and server.node.memory_warning_level() >= 2:
+        if command.denyoom and server.node.used_memory > server.node.memory_evict_at:
             return OutOfMemoryError(OOM_MESSAGE)
         session.last_command = command.name
-        if server.monitors and "M" not in command.flags:
+        if server.monitors and command.monitored:
             server.feed_monitors(session, argv)
         try:
             return command.handler(server, session, argv)

@@ -43,6 +43,7 @@ class AcksMixin:
         job = Job(job_id, None, None, ACKED, _DUMMY_SPEC, 0,
                   now_s + ttl_minutes_from_id(job_id) * 60, ())
         self.register(job)
+        self.update_awake(job)
         return job
 
     def acknowledge(self, job: Job) -> None:

@@ -14,19 +14,20 @@ import time
 class Clock:
     """Wall-clock time, as Disque uses it (jobs carry absolute times)."""
 
-    __slots__ = ("random",)
+    __slots__ = ("random", "_uniform")
 
     def __init__(self, seed: int | None = None) -> None:
         # Desynchronisation jitter for retries and GC comes from here, so a
         # seeded clock makes a whole node deterministic.
         self.random = random.Random(seed)
+        self._uniform = self.random.random
 
     def now_ms(self) -> int:
         return time.time_ns() // 1_000_000
 
     def jitter(self, spread_ms: int) -> int:
         """A random error in [-spread/2, spread/2), as Disque's randomTimeError."""
-        return self.random.randrange(spread_ms) - spread_ms // 2
+        return int(self._uniform() * spread_ms) - spread_ms // 2
 
 
 class FakeClock(Clock):

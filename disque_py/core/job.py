@@ -29,7 +29,7 @@ can tell the delivery guarantee and expire time of an ID it has never seen.
 
 from __future__ import annotations
 
-import base64
+import binascii
 import hashlib
 import re
 
@@ -160,18 +160,27 @@ def is_at_most_once_id(job_id: bytes) -> bool:
 class IdGenerator:
     """Makes job IDs for one node: SHA1 in counter mode over a start-up seed."""
 
-    __slots__ = ("_prefix", "_seed", "_counter")
+    __slots__ = ("_prefix", "_seeded", "_counter", "_suffixes")
 
     def __init__(self, node_id: bytes, seed: bytes) -> None:
         self._prefix = b"D-" + node_id[:8] + b"-"
-        self._seed = seed
+        self._seeded = hashlib.sha1(seed)     # hash(seed || counter) = copy + update
         self._counter = 0
+        self._suffixes: dict[tuple[int, bool], bytes] = {}
 
     def next_id(self, ttl_s: int, retry_s: int) -> bytes:
         self._counter += 1
-        digest = hashlib.sha1(self._seed + self._counter.to_bytes(8, "little")).digest()
-        minutes = ttl_s // 60
-        if minutes > TTL_MINUTES_MAX:
-            minutes = TTL_MINUTES_MAX
+        digest = self._seeded.copy()
+        digest.update(self._counter.to_bytes(8, "little"))
+        key = (ttl_s, retry_s > 0)
+        suffix = self._suffixes.get(key)
+        if suffix is None:
+            suffix = self._suffixes[key] = self._ttl_suffix(ttl_s, retry_s)
+        return self._prefix + binascii.b2a_base64(digest.digest()[:18], newline=False) + suffix
+
+    def _ttl_suffix(self, ttl_s: int, retry_s: int) -> bytes:
+        if len(self._suffixes) > 1024:
+            self._suffixes.clear()
+        minutes = min(ttl_s // 60, TTL_MINUTES_MAX)
         minutes = minutes | 1 if retry_s > 0 else minutes & ~1
-        return b"%b%b-%04x" % (self._prefix, base64.b64encode(digest[:18]), minutes)
+        return b"-%04x" % minutes

@@ -46,6 +46,7 @@ QUEUE_MAX_IDLE_S = 5 * 60
 AWAKE_BATCH = 2000            # jobs handled per timer slice, so clients interleave
 JOB_MEMORY_OVERHEAD = 420     # estimated bytes per job beyond its body
 DEFAULT_MAXMEMORY = 1024 ** 3
+UNLIMITED_MEMORY = 1 << 62
 
 
 class Node(ProducerMixin, ConsumerMixin, AcksMixin):
@@ -76,6 +77,18 @@ class Node(ProducerMixin, ConsumerMixin, AcksMixin):
         self.ids = IdGenerator(node_id, id_seed or os.urandom(20))
         self._only_me = (node_id,)
 
+    @property
+    def maxmemory(self) -> int:
+        return self._maxmemory
+
+    @maxmemory.setter
+    def maxmemory(self, limit: int) -> None:
+        """0 means no limit."""
+        self._maxmemory = limit
+        effective = limit or UNLIMITED_MEMORY
+        self.memory_warn_at = effective // 100 * 75     # keep no local copy above this
+        self.memory_evict_at = effective // 100 * 95    # evict, then refuse, above this
+
     # ------------------------------------------------------------ lookups
 
     def lookup(self, job_id: bytes) -> Job | None:
@@ -104,11 +117,12 @@ class Node(ProducerMixin, ConsumerMixin, AcksMixin):
         return ctime
 
     def register(self, job: Job) -> bool:
+        """Add to the jobs table. The caller then schedules it (update_awake
+        or enqueue), so a new job is placed in the schedule once."""
         if not self.jobs.add(job.id, job):
             return False
         body = job.body
         self.used_memory += JOB_MEMORY_OVERHEAD + (len(body) if body else 0)
-        self.update_awake(job)
         return True
 
     def unregister(self, job: Job) -> bool:
@@ -149,29 +163,35 @@ class Node(ProducerMixin, ConsumerMixin, AcksMixin):
 
     # ------------------------------------------------------------- queues
 
-    def enqueue(self, job: Job, nack: bool = False) -> bool:
+    def enqueue(self, job: Job, nack: bool = False, now: int = 0) -> bool:
         """Put an active job in its queue. False if it cannot be queued now."""
         if job.state == QUEUED or job.qtime == 0:
             return False
         retry = job.spec[RETRY]
-        if retry == 0 and job.flags & FLAG_DELIVERED:
+        flags = job.flags
+        if retry == 0 and flags & FLAG_DELIVERED:
             return False
-        now = self.clock.now_ms()
+        clock = self.clock
+        if not now:
+            now = clock.now_ms()
         job.state = QUEUED
-        if retry:
-            job.flags |= FLAG_BCAST_WILLQUEUE
-            job.qtime = now + retry * 1000 + self.clock.jitter(TIME_ERROR_MS)
-        else:
-            job.qtime = 0
-        if job.flags & FLAG_BCAST_QUEUED or nack:
+        if flags & FLAG_BCAST_QUEUED or nack:
             # A re-queue: count it. (With peers, QUEUED tells them to count too.)
             if nack:
                 job.more().nacks += 1
             else:
                 job.more().deliveries += 1
+        if retry:
+            job.flags = flags | FLAG_BCAST_WILLQUEUE | FLAG_BCAST_QUEUED
+            qtime = job.qtime = now + retry * 1000 + clock.jitter(TIME_ERROR_MS)
+            at = job.etime * 1000 + 1000
+            if qtime - WILLQUEUE_ADVANCE_MS < at:
+                at = qtime - WILLQUEUE_ADVANCE_MS
         else:
-            job.flags |= FLAG_BCAST_QUEUED
-        self.update_awake(job)
+            job.flags = flags | FLAG_BCAST_QUEUED
+            job.qtime = 0
+            at = job.etime * 1000 + 1000
+        self.schedule.schedule(job, at)
         q = self.queues.get(job.queue)
         if q is None:
             q = self.queue(job.queue)

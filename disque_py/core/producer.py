@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from disque_py.core.job import (ACTIVE, DEFAULT_RETRY_MAX_S, WAIT_REPL, Job,
                                 intern_spec)
+from disque_py.core.job import _specs as _SPECS
 from disque_py.core.queue import PAUSED_IN
 from disque_py.errors import CommandError, MaxlenError, NoReplError, PausedError
 
@@ -46,20 +47,17 @@ class ProducerMixin:
         """Create a job. It comes back queued (or active, when delayed);
         in wait-repl state when the caller must wait for its copies."""
         if repl is None:
-            repl = min(MAX_DEFAULT_REPLICATION, self.cluster_size)
+            repl = self.cluster_size if self.cluster_size < MAX_DEFAULT_REPLICATION \
+                else MAX_DEFAULT_REPLICATION
         if repl > 1 and retry == 0:
             raise CommandError(RETRY0_NEEDS_REPL1)
         if delay >= ttl:
             raise CommandError(DELAY_NOT_BELOW_TTL)
         if retry is None:
             retry = default_retry(ttl)
-        external = self.leaving or self.memory_warning_level() > 0
-        extra_copies = repl if external else repl - 1
-        if extra_copies > self.reachable_peers:
-            if external and extra_copies - 1 == self.reachable_peers:
-                reason = REASON_LEAVING if self.leaving else REASON_MEMORY
-                raise NoReplError(CANNOT_HOLD_COPY % reason)
-            raise NoReplError(NOT_ENOUGH_NODES)
+        external = self.leaving or self.used_memory > self.memory_warn_at
+        if (repl if external else repl - 1) > self.reachable_peers:
+            self._refuse_replication(repl, external)
         q = self.queues.get(queue)
         if q is not None:
             if maxlen and len(q.jobs) >= maxlen:
@@ -68,34 +66,35 @@ class ProducerMixin:
                 raise PausedError(PAUSED_INPUT)
 
         now = self.clock.now_ms()
-        job = Job(self.ids.next_id(ttl, retry), queue, body, WAIT_REPL,
-                  intern_spec(repl, delay, retry), self.next_ctime(now),
-                  self._expire_time(now // 1000, ttl), () if external else self._only_me)
+        spec = _SPECS.get((repl, delay, retry)) or intern_spec(repl, delay, retry)
+        cached_s, cached_ttl, etime = self._etime_cache
+        if cached_s != now // 1000 or cached_ttl != ttl:
+            # Jobs added in the same second with the same TTL share one int.
+            etime = now // 1000 + ttl
+            self._etime_cache = (now // 1000, ttl, etime)
+        job = Job(self.ids.next_id(ttl, retry), queue, body, WAIT_REPL, spec,
+                  self.next_ctime(now), etime, () if external else self._only_me)
         job.qtime = now + (delay or retry) * 1000
         if not self.register(job):
             raise CommandError(ID_COLLISION)
         self.stats_jobs_created += 1
         if delay == 0:
-            self.enqueue(job)
+            self.enqueue(job, False, now)
         else:
             job.state = ACTIVE
             self.update_awake(job)
         return job
 
-    def _expire_time(self, now_s: int, ttl: int) -> int:
-        # Jobs added in the same second with the same TTL share one int.
-        cached_s, cached_ttl, etime = self._etime_cache
-        if cached_s != now_s or cached_ttl != ttl:
-            etime = now_s + ttl
-            self._etime_cache = (now_s, ttl, etime)
-        return etime
+    def _refuse_replication(self, repl: int, external: bool) -> None:
+        extra_copies = repl if external else repl - 1
+        if external and extra_copies - 1 == self.reachable_peers:
+            reason = REASON_LEAVING if self.leaving else REASON_MEMORY
+            raise NoReplError(CANNOT_HOLD_COPY % reason)
+        raise NoReplError(NOT_ENOUGH_NODES)
 
     def memory_warning_level(self) -> int:
         """0 below 75% of maxmemory, 1 above, 2 above 95%."""
         used = self.used_memory
-        limit = self.maxmemory
-        if used > limit // 100 * 95:
-            return 2
-        if used > limit // 100 * 75:
-            return 1
-        return 0
+        if used <= self.memory_warn_at:
+            return 0
+        return 2 if used > self.memory_evict_at else 1

@@ -51,7 +51,7 @@ class Runtime:
         self.node = Node(node_id.encode())
         self.node.maxmemory = config["maxmemory"]
         self.server = ServerState(self.node, config, executable=executable,
-                                  config_file=config.path or "")
+                                  config_file=config.config_file or "")
         self.server.feed_monitors = self.feed_monitors
         self.server.port = config["port"]
         self.server.set_requirepass(config["requirepass"])

@@ -1,0 +1,587 @@
+"""How configuration text becomes values, and values become text again.
+
+Owns the pieces config.py builds its directive table from: the line splitter
+(shell-like quoting, as disque.conf is written), the quoting used when a value
+is written back, Disque's glob matcher for CONFIG GET, memory sizes with
+units, and the value kinds (int, yes/no, enum, memory, string, ...).
+
+Rules kept here:
+- A kind parses file arguments (strings) and CONFIG SET values (bytes)
+  without side effects; effects such as chdir live in config.py.
+- A value a kind renders for CONFIG REWRITE parses back to the same value.
+- Numbers in a file must be whole numbers: Disque's atoi would read "10k" as
+  10 and "abc" as 0; such lines are refused instead of silently misread.
+- CONFIG SET numbers follow Disque's strtoll rules ("" is 0, "+5" is 5,
+  " 5" and "5s" are invalid), so clients see the same replies.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+from typing import Any, NamedTuple
+
+INT64_MAX = (1 << 63) - 1
+ENCODING, ERRORS = "utf-8", "surrogateescape"  # arbitrary bytes survive a round trip
+
+# Units accepted after a memory size, as Disque reads them (case-insensitive).
+MEMORY_UNITS = {b"": 1, b"b": 1, b"k": 1000, b"kb": 1024, b"m": 1000 ** 2,
+                b"mb": 1024 ** 2, b"g": 1000 ** 3, b"gb": 1024 ** 3}
+# Units CONFIG REWRITE writes, largest first.
+_REWRITE_UNITS = ((1024 ** 3, "gb"), (1024 ** 2, "mb"), (1024, "kb"))
+_MEMORY = re.compile(rb"(-?)([0-9]*)([a-zA-Z]*)\Z")
+_MAX_MEMORY_DIGITS = 127  # Disque's memtoll refuses longer digit runs
+_INTEGER = re.compile(r"[+-]?[0-9]+\Z")
+_OCTAL = re.compile(r"[0-7]+\Z")
+_SET_INTEGER = re.compile(rb"[+-]?[0-9]+\Z")
+
+YES, NO = "yes", "no"
+BAD_YES_NO = "argument must be 'yes' or 'no'"
+CLIENT_CLASSES = ("normal",)  # Disque 1.0 knows a single client class
+
+
+class BadValue(ValueError):
+    """A value a directive refuses; the message is what the operator sees."""
+
+
+def decode(raw: bytes) -> str:
+    return raw.decode(ENCODING, ERRORS)
+
+
+def encode(text: str) -> bytes:
+    return text.encode(ENCODING, ERRORS)
+
+
+def ascii_lower(text: str) -> str:
+    """Lower case the way strcasecmp compares: ASCII letters only."""
+    return decode(encode(text).lower())
+
+
+# --------------------------------------------------------------------------
+# Lines: splitting and quoting
+
+
+_ESCAPES = {ord("n"): b"\n", ord("r"): b"\r", ord("t"): b"\t", ord("b"): b"\b", ord("a"): b"\a"}
+_HEX = b"0123456789abcdefABCDEF"
+_TOKEN_END = b" \n\r\t"
+_BLANKS = b" \t\n\r\v\f"
+
+
+def _double_quoted(line: bytes, i: int, out: bytearray) -> int:
+    """Read after an opening '"'; returns the index just past the closing one."""
+    n = len(line)
+    while i < n:
+        c = line[i]
+        if c == 0x5C and i + 3 < n and line[i + 1] == 0x78 \
+                and line[i + 2] in _HEX and line[i + 3] in _HEX:
+            out.append(int(line[i + 2:i + 4], 16))
+            i += 4
+        elif c == 0x5C and i + 1 < n:
+            out += _ESCAPES.get(line[i + 1], line[i + 1:i + 2])
+            i += 2
+        elif c == 0x22:
+            return _closing_quote(line, i)
+        else:
+            out.append(c)
+            i += 1
+    raise BadValue("unbalanced quotes")
+
+
+def _single_quoted(line: bytes, i: int, out: bytearray) -> int:
+    n = len(line)
+    while i < n:
+        c = line[i]
+        if c == 0x5C and i + 1 < n and line[i + 1] == 0x27:
+            out.append(0x27)
+            i += 2
+        elif c == 0x27:
+            return _closing_quote(line, i)
+        else:
+            out.append(c)
+            i += 1
+    raise BadValue("unbalanced quotes")
+
+
+def _closing_quote(line: bytes, i: int) -> int:
+    # A closing quote must end the token: "foo"bar is refused, as Disque does.
+    if i + 1 < len(line) and line[i + 1] not in _BLANKS:
+        raise BadValue("closing quote must be followed by a space")
+    return i + 1
+
+
+def split_args(line: bytes) -> list[bytes]:
+    """Split one config line into arguments, with Disque's quoting rules.
+
+    Raises BadValue on unbalanced quotes.
+    """
+    args: list[bytes] = []
+    i, n = 0, len(line)
+    while True:
+        while i < n and line[i] in _BLANKS:
+            i += 1
+        if i >= n:
+            return args
+        token = bytearray()
+        while i < n and line[i] not in _TOKEN_END:
+            c = line[i]
+            if c in (0x22, 0x27):  # a closing quote also ends the token
+                reader = _double_quoted if c == 0x22 else _single_quoted
+                i = reader(line, i + 1, token)
+                break
+            token.append(c)
+            i += 1
+        args.append(bytes(token))
+
+
+_PLAIN = {0x5C: b"\\\\", 0x22: b'\\"', 0x0A: b"\\n", 0x0D: b"\\r",
+          0x09: b"\\t", 0x07: b"\\a", 0x08: b"\\b"}
+_SAFE_BARE = re.compile(rb"[A-Za-z0-9_./:@%+,=-]+\Z")
+
+
+def quote(raw: bytes) -> bytes:
+    """A double-quoted form of raw that split_args reads back unchanged."""
+    out = bytearray(b'"')
+    for c in raw:
+        if c in _PLAIN:
+            out += _PLAIN[c]
+        elif 0x20 <= c < 0x7F:
+            out.append(c)
+        else:
+            out += b"\\x%02x" % c
+    out.append(0x22)
+    return bytes(out)
+
+
+def bare_or_quoted(raw: bytes) -> bytes:
+    """raw itself when it needs no quoting, else its quoted form."""
+    return raw if _SAFE_BARE.match(raw) else quote(raw)
+
+
+# --------------------------------------------------------------------------
+# Glob matching (CONFIG GET)
+
+_STAR = None
+_ANY = frozenset(range(256))
+
+
+def _lower(byte: int) -> int:
+    return byte + 32 if 0x41 <= byte <= 0x5A else byte
+
+
+def _fold(byte: int, nocase: bool) -> tuple[int, ...]:
+    """The bytes that match byte: itself, and its other ASCII case if nocase."""
+    if nocase and (0x41 <= byte <= 0x5A or 0x61 <= byte <= 0x7A):
+        return (byte | 0x20, byte & ~0x20)
+    return (byte,)
+
+
+def _range(low: int, high: int, nocase: bool) -> set[int]:
+    low, high = sorted((low, high))
+    if not nocase:
+        return set(range(low, high + 1))
+    # Disque orders the ends first and lowers them after, so [Z-a] is empty.
+    low, high = _lower(low), _lower(high)
+    return {b for b in _ANY if low <= _lower(b) <= high}
+
+
+def _read_class(pattern: bytes, i: int, nocase: bool) -> tuple[frozenset[int], int]:
+    """The bytes matched by the class whose body starts at i, and the index
+    after it. Mirrors Disque's scan: "[a-]x]" is the range a..] plus x, and an
+    unclosed class runs to the end of the pattern."""
+    n = len(pattern)
+    negate = i < n and pattern[i] == 0x5E
+    i += negate
+    accepted: set[int] = set()
+    while i < n and pattern[i] != 0x5D:
+        if pattern[i] == 0x5C:  # escaped: that exact byte, never case-folded
+            if i + 1 < n:
+                accepted.add(pattern[i + 1])
+            i += 2
+        elif i + 2 < n and pattern[i + 1] == 0x2D:
+            accepted |= _range(pattern[i], pattern[i + 2], nocase)
+            i += 3
+        else:
+            accepted.update(_fold(pattern[i], nocase))
+            i += 1
+    matched = _ANY - accepted if negate else frozenset(accepted)
+    return matched, min(i + 1, n)
+
+
+@functools.lru_cache(maxsize=128)
+def _compile(pattern: bytes, nocase: bool) -> tuple:
+    """The pattern as a sequence of tokens: _STAR, or a set of matching bytes."""
+    tokens: list = []
+    i = 0
+    while i < len(pattern):
+        c = pattern[i]
+        if c == 0x2A:
+            if not tokens or tokens[-1] is not _STAR:
+                tokens.append(_STAR)
+            i += 1
+        elif c == 0x3F:
+            tokens.append(_ANY)
+            i += 1
+        elif c == 0x5B:
+            matched, i = _read_class(pattern, i + 1, nocase)
+            tokens.append(matched)
+        else:
+            if c == 0x5C and i + 1 < len(pattern):
+                i += 1
+            tokens.append(frozenset(_fold(pattern[i], nocase)))
+            i += 1
+    return tuple(tokens)
+
+
+def glob_match(pattern: bytes, string: bytes, nocase: bool = False) -> bool:
+    """Disque's glob: * ? [abc] [^a] [a-z] and \\x escapes.
+
+    Runs in O(len(pattern) * len(string)): a star only ever backtracks to
+    the most recent star, so hostile patterns cannot blow up.
+    """
+    tokens = _compile(pattern, nocase)
+    p = s = 0
+    star, mark = -1, 0
+    while s < len(string):
+        if p < len(tokens) and tokens[p] is _STAR:
+            star, mark = p, s
+            p += 1
+        elif p < len(tokens) and string[s] in tokens[p]:
+            p += 1
+            s += 1
+        elif star >= 0:
+            p, mark = star + 1, mark + 1
+            s = mark
+        else:
+            return False
+    while p < len(tokens) and tokens[p] is _STAR:
+        p += 1
+    return p == len(tokens)
+
+
+# --------------------------------------------------------------------------
+# Numbers
+
+
+def parse_memory(raw: bytes) -> int | None:
+    """A byte count as Disque's memtoll reads it (1k=1000, 1kb=1024), or None.
+
+    Like memtoll, missing digits read as 0 ("" and "gb" are 0).
+    """
+    match = _MEMORY.match(raw)
+    if match is None:
+        return None
+    sign, digits, unit = match.groups()
+    multiplier = MEMORY_UNITS.get(unit.lower())
+    if multiplier is None or len(digits) > _MAX_MEMORY_DIGITS:
+        return None
+    value = int(digits or b"0") * multiplier
+    value = -value if sign else value
+    return value if value <= INT64_MAX else None
+
+
+def format_memory(value: int) -> str:
+    """value in the largest unit that divides it, as CONFIG REWRITE writes it."""
+    for size, unit in _REWRITE_UNITS:
+        if value and value % size == 0:
+            return f"{value // size}{unit}"
+    return str(value)
+
+
+def parse_set_integer(raw: bytes) -> int | None:
+    """An integer as CONFIG SET reads it (strtoll, whole string), or None."""
+    if not raw:
+        return 0
+    if not _SET_INTEGER.match(raw):
+        return None
+    value = int(raw)
+    return value if -INT64_MAX - 1 <= value <= INT64_MAX else None
+
+
+def parse_file_integer(text: str, error: str) -> int:
+    if not _INTEGER.match(text):
+        raise BadValue(error)
+    value = int(text)
+    if abs(value) > INT64_MAX:
+        raise BadValue(error)
+    return value
+
+
+# --------------------------------------------------------------------------
+# Value kinds: one instance per directive, carrying its validation rules.
+
+
+def _not_a_number(text: str) -> str:
+    return f"Invalid numeric argument '{text}'"
+
+
+class Kind:
+    """How one directive's value is read, shown and written back.
+
+    parse: file/command-line arguments -> value (BadValue with the message
+    the operator sees). parse_set: a CONFIG SET value -> value (BadValue,
+    whose message is replaced by Disque's generic one). show: the CONFIG GET
+    text. render: the arguments CONFIG REWRITE writes, or None for "leave the
+    directive out of the file".
+    """
+
+    min_args, max_args = 1, 1   # arguments after the name; max None is unbounded
+    keep_original = True   # rewrite may keep a line that already says the same value
+    always_write = False   # rewrite writes it even when at its default
+
+    def parse(self, args: list[str]) -> Any:
+        raise NotImplementedError
+
+    def parse_set(self, raw: bytes, current: Any) -> Any:
+        raise BadValue("")
+
+    def merge(self, old: Any, new: Any) -> Any:
+        """The value after one more line of this directive (usually the last wins)."""
+        return new
+
+    def show(self, value: Any) -> bytes:
+        return encode(str(value))
+
+    def render(self, value: Any) -> list[bytes] | None:
+        return [self.show(value)]
+
+    def describe(self, value: Any) -> str:
+        """value as it would be written in disque.conf, for documentation."""
+        rendered = self.render(value)
+        return "(none)" if rendered is None else decode(b" ".join(rendered))
+
+
+class Int(Kind):
+
+    def __init__(self, lo: int | None = None, hi: int | None = None, error: str | None = None,
+                 clamp: tuple[int, int] | None = None) -> None:
+        self.lo, self.hi, self.error, self.clamp = lo, hi, error, clamp
+
+    def _check(self, value: int) -> int | None:
+        if (self.lo is not None and value < self.lo) or (self.hi is not None and value > self.hi):
+            return None
+        if self.clamp:
+            value = min(max(value, self.clamp[0]), self.clamp[1])
+        return value
+
+    def parse(self, args: list[str]) -> int:
+        error = self.error or _not_a_number(args[0])
+        value = self._check(parse_file_integer(args[0], error))
+        if value is None:
+            raise BadValue(error)
+        return value
+
+    def parse_set(self, raw: bytes, current: Any) -> int:
+        value = parse_set_integer(raw)
+        if value is None or value < 0:  # CONFIG SET never takes a negative number
+            raise BadValue("")
+        value = self._check(value)
+        if value is None:
+            raise BadValue("")
+        return value
+
+
+class KeepAlive(Int):
+    """tcp-keepalive: seconds in the file, but yes/no for CONFIG GET and SET,
+    as Disque 1.0 has it (SET yes means 1 second)."""
+
+    def parse_set(self, raw: bytes, current: Any) -> int:
+        return int(Bool().parse_set(raw, current))
+
+    def show(self, value: int) -> bytes:
+        return b"yes" if value else b"no"
+
+    def render(self, value: int) -> list[bytes]:
+        return [b"%d" % value]
+
+
+class Bool(Kind):
+
+    def parse(self, args: list[str]) -> bool:
+        word = ascii_lower(args[0])
+        if word not in (YES, NO):
+            raise BadValue(BAD_YES_NO)
+        return word == YES
+
+    def parse_set(self, raw: bytes, current: Any) -> bool:
+        return self.parse([decode(raw)])
+
+    def show(self, value: bool) -> bytes:
+        return b"yes" if value else b"no"
+
+
+class Enum(Kind):
+    def __init__(self, choices: tuple[str, ...], error: str) -> None:
+        self.choices, self.error = choices, error
+
+    def parse(self, args: list[str]) -> str:
+        word = ascii_lower(args[0])
+        if word not in self.choices:
+            raise BadValue(self.error)
+        return word
+
+    def parse_set(self, raw: bytes, current: Any) -> str:
+        return self.parse([decode(raw)])
+
+
+class Memory(Kind):
+    """A byte count; k/m/g are powers of 1000, kb/mb/gb powers of 1024."""
+
+
+    def __init__(self, lo: int = 0, error: str | None = None, set_units: bool = True) -> None:
+        self.lo, self.error, self.set_units = lo, error, set_units
+
+    def parse(self, args: list[str]) -> int:
+        value = parse_memory(encode(args[0]))
+        if value is None or value < self.lo:
+            raise BadValue(self.error or f"Invalid memory size '{args[0]}'")
+        return value
+
+    def parse_set(self, raw: bytes, current: Any) -> int:
+        # Disque reads some sizes with units on CONFIG SET and some as plain numbers.
+        value = parse_memory(raw) if self.set_units else parse_set_integer(raw)
+        if value is None or value < max(self.lo, 0):
+            raise BadValue("")
+        return value
+
+    def render(self, value: int) -> list[bytes]:
+        return [format_memory(value).encode()]
+
+
+class Str(Kind):
+
+    def __init__(self, optional: bool = False, maxlen: int | None = None,
+                 basename: bool = False, error: str = "") -> None:
+        self.optional, self.maxlen, self.basename, self.error = optional, maxlen, basename, error
+
+    def parse(self, args: list[str]) -> str | None:
+        text = args[0]
+        if self.maxlen is not None and len(encode(text)) > self.maxlen:
+            raise BadValue(self.error)
+        if self.basename and ("/" in text or "\\" in text):
+            raise BadValue(self.error)
+        return None if self.optional and not text else text
+
+    def parse_set(self, raw: bytes, current: Any) -> str | None:
+        return self.parse([decode(raw)])
+
+    def show(self, value: str | None) -> bytes:
+        return encode(value or "")
+
+    def render(self, value: str | None) -> list[bytes] | None:
+        return None if value is None else [quote(encode(value))]
+
+
+class Octal(Kind):
+
+    def __init__(self, hi: int, error: str) -> None:
+        self.hi, self.error = hi, error
+
+    def parse(self, args: list[str]) -> int:
+        if not _OCTAL.match(args[0]) or int(args[0], 8) > self.hi:
+            raise BadValue(self.error)
+        return int(args[0], 8)
+
+    def show(self, value: int) -> bytes:
+        return b"%o" % value
+
+
+class Words(Kind):
+    """Several words on one line (bind); each new line replaces the list."""
+
+    max_args = None  # more than `most` gets its own message, not the arity one
+
+    def __init__(self, most: int, error: str) -> None:
+        self.most, self.error = most, error
+
+    def parse(self, args: list[str]) -> list[str]:
+        if len(args) > self.most:
+            raise BadValue(self.error)
+        return list(args)
+
+    def show(self, value: list[str]) -> bytes:
+        return b" ".join(encode(word) for word in value)
+
+    def render(self, value: list[str]) -> list[bytes] | None:
+        return [bare_or_quoted(encode(word)) for word in value] or None
+
+
+class Dir(Str):
+    """The working directory: shown and written as the absolute cwd."""
+
+    keep_original = False
+    always_write = True
+
+    def show(self, value: str) -> bytes:
+        try:
+            return encode(os.getcwd())
+        except OSError:
+            return b""
+
+    def render(self, value: str) -> list[bytes]:
+        try:
+            return [quote(encode(os.getcwd()))]
+        except OSError:
+            return [quote(encode(value))]
+
+    def describe(self, value: str) -> str:
+        return value
+
+
+class BufferLimit(NamedTuple):
+    """client-output-buffer-limit for the 'normal' class."""
+
+    hard: int
+    soft: int
+    seconds: int
+
+
+class OutputBufferLimit(Kind):
+    min_args = max_args = 4
+
+    def parse(self, args: list[str]) -> BufferLimit:
+        if ascii_lower(args[0]) not in CLIENT_CLASSES:
+            raise BadValue("Unrecognized client limit class")
+        hard, soft = (Memory().parse([size]) for size in args[1:3])
+        seconds = parse_file_integer(args[3], _not_a_number(args[3]))
+        if seconds < 0:
+            raise BadValue("Negative number of seconds in soft limit is invalid")
+        return BufferLimit(hard, soft, seconds)
+
+    def parse_set(self, raw: bytes, current: BufferLimit) -> BufferLimit:
+        # "<class> <hard> <soft> <seconds>" repeated; all checked before any is taken.
+        words = raw.split(b" ") if raw else []
+        if len(words) % 4:
+            raise BadValue("")
+        value = current
+        for i in range(0, len(words), 4):
+            if words[i].lower().decode("latin-1") not in CLIENT_CLASSES:
+                raise BadValue("")
+            numbers = [parse_set_integer(word) for word in words[i + 1:i + 4]]
+            if any(n is None or n < 0 for n in numbers):
+                raise BadValue("")
+            value = BufferLimit(*numbers)
+        return value
+
+    def show(self, value: BufferLimit) -> bytes:
+        return b"normal %d %d %d" % value
+
+    def render(self, value: BufferLimit) -> list[bytes]:
+        return [b"normal", format_memory(value.hard).encode(),
+                format_memory(value.soft).encode(), b"%d" % value.seconds]
+
+
+class Appended(Kind):
+    """A directive each line of which adds to a list (include, rename-command)."""
+
+
+    def __init__(self, nargs: int, lower: bool = False) -> None:
+        self.min_args = self.max_args = nargs
+        self.lower = lower
+
+    def parse(self, args: list[str]) -> Any:
+        words = [ascii_lower(word) for word in args] if self.lower else list(args)
+        return words[0] if len(words) == 1 else tuple(words)
+
+    def merge(self, old: list, new: Any) -> list:
+        return [*old, new]
