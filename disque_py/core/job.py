@@ -158,29 +158,38 @@ def is_at_most_once_id(job_id: bytes) -> bool:
 
 
 class IdGenerator:
-    """Makes job IDs for one node: SHA1 in counter mode over a start-up seed."""
+    """Makes job IDs for one node: a hash, in counter mode, of a start-up seed.
 
-    __slots__ = ("_prefix", "_seeded", "_counter", "_suffixes")
+    Each SHA-512(seed || counter) gives 64 bytes, enough for the 144-bit
+    random part of three IDs, so one hash serves three jobs.
+    """
+
+    __slots__ = ("_prefix", "_seeded", "_counter", "_suffixes", "_spare")
 
     def __init__(self, node_id: bytes, seed: bytes) -> None:
         self._prefix = b"D-" + node_id[:8] + b"-"
-        self._seeded = hashlib.sha1(seed)     # hash(seed || counter) = copy + update
+        self._seeded = hashlib.sha512(seed)   # hash(seed || counter) = copy + update
         self._counter = 0
         self._suffixes: dict[tuple[int, bool], bytes] = {}
+        self._spare: list[bytes] = []
 
     def next_id(self, ttl_s: int, retry_s: int) -> bytes:
-        self._counter += 1
-        digest = self._seeded.copy()
-        digest.update(self._counter.to_bytes(8, "little"))
-        key = (ttl_s, retry_s > 0)
-        suffix = self._suffixes.get(key)
+        spare = self._spare
+        if not spare:
+            self._counter += 1
+            digest = self._seeded.copy()
+            digest.update(self._counter.to_bytes(8, "little"))
+            encoded = binascii.b2a_base64(digest.digest()[:54], newline=False)
+            spare += (encoded[48:], encoded[24:48], encoded[:24])
+        suffix = self._suffixes.get((ttl_s, retry_s > 0))
         if suffix is None:
-            suffix = self._suffixes[key] = self._ttl_suffix(ttl_s, retry_s)
-        return self._prefix + binascii.b2a_base64(digest.digest()[:18], newline=False) + suffix
+            suffix = self._ttl_suffix(ttl_s, retry_s)
+        return self._prefix + spare.pop() + suffix
 
     def _ttl_suffix(self, ttl_s: int, retry_s: int) -> bytes:
         if len(self._suffixes) > 1024:
             self._suffixes.clear()
         minutes = min(ttl_s // 60, TTL_MINUTES_MAX)
         minutes = minutes | 1 if retry_s > 0 else minutes & ~1
-        return b"-%04x" % minutes
+        suffix = self._suffixes[(ttl_s, retry_s > 0)] = b"-%04x" % minutes
+        return suffix

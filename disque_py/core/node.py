@@ -163,8 +163,11 @@ class Node(ProducerMixin, ConsumerMixin, AcksMixin):
 
     # ------------------------------------------------------------- queues
 
-    def enqueue(self, job: Job, nack: bool = False, now: int = 0) -> bool:
-        """Put an active job in its queue. False if it cannot be queued now."""
+    def enqueue(self, job: Job, nack: bool = False, now: int = 0, q: Queue | None = None) -> bool:
+        """Put an active job in its queue. False if it cannot be queued now.
+
+        `now` and `q` (the job's queue) may be passed by a caller that has
+        them at hand, to spare the lookups on the ADDJOB path."""
         if job.state == QUEUED or job.qtime == 0:
             return False
         retry = job.spec[RETRY]
@@ -192,9 +195,8 @@ class Node(ProducerMixin, ConsumerMixin, AcksMixin):
             job.qtime = 0
             at = job.etime * 1000 + 1000
         self.schedule.schedule(job, at)
-        q = self.queues.get(job.queue)
         if q is None:
-            q = self.queue(job.queue)
+            q = self.queues.get(job.queue) or self.queue(job.queue)
         q.jobs.add(job)
         q.atime = now // 1000
         q.jobs_in += 1

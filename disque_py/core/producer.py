@@ -34,11 +34,6 @@ PAUSED_INPUT = "Queue paused in input, try later"
 ID_COLLISION = "Internal error creating the job, check server logs"
 
 
-def default_retry(ttl_s: int) -> int:
-    """RETRY when not given: TTL/10, at most 5 minutes, at least 1 second."""
-    return max(1, min(ttl_s // 10, DEFAULT_RETRY_MAX_S))
-
-
 class ProducerMixin:
     _etime_cache: tuple = (0, 0, 0)
 
@@ -54,7 +49,9 @@ class ProducerMixin:
         if delay >= ttl:
             raise CommandError(DELAY_NOT_BELOW_TTL)
         if retry is None:
-            retry = default_retry(ttl)
+            retry = ttl // 10 if ttl < 10 * DEFAULT_RETRY_MAX_S else DEFAULT_RETRY_MAX_S
+            if retry == 0:
+                retry = 1
         external = self.leaving or self.used_memory > self.memory_warn_at
         if (repl if external else repl - 1) > self.reachable_peers:
             self._refuse_replication(repl, external)
@@ -79,7 +76,7 @@ class ProducerMixin:
             raise CommandError(ID_COLLISION)
         self.stats_jobs_created += 1
         if delay == 0:
-            self.enqueue(job, False, now)
+            self.enqueue(job, False, now, q)
         else:
             job.state = ACTIVE
             self.update_awake(job)

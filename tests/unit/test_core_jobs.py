@@ -265,11 +265,14 @@ def test_addjob_paused_out_queue_accepts_jobs(node):
     assert qlen(node) == 1
 
 
-def test_addjob_refused_job_leaves_nothing_behind(node):
-    for kwargs in ({"repl": 2, "retry": 0}, {"delay": 5, "ttl": 5}, {"repl": 2}):
-        with pytest.raises(CommandError if "retry" in kwargs or "delay" in kwargs
-                           else NoReplError):
-            add(node, **kwargs)
+@pytest.mark.parametrize("kwargs, error", [
+    ({"repl": 2, "retry": 0}, CommandError),
+    ({"delay": 5, "ttl": 5}, CommandError),
+    ({"repl": 2}, NoReplError),
+])
+def test_addjob_refused_job_leaves_nothing_behind(node, kwargs, error):
+    with pytest.raises(error):
+        add(node, **kwargs)
     assert len(node.jobs) == 0
     assert node.used_memory == 0
     assert node.stats_jobs_created == 0

@@ -1,0 +1,46 @@
+# disque-py: `make run` starts a node on 127.0.0.1:7711, `make test` runs
+# everything. Both create .venv when it is missing and install what they need
+# (Python packages into the venv, Debian packages with apt when absent).
+
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+PORT   ?= 7711
+APT_PACKAGES := redis-tools netcat-openbsd
+SUDO   := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
+
+.PHONY: run test bench system-deps clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+$(VENV)/.installed: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e .
+	touch $@
+
+$(VENV)/.installed-test: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e '.[test]'
+	touch $@ $(VENV)/.installed
+
+# Command-line tools the tests drive: redis-cli (redis-tools) and nc.
+system-deps:
+	@if ! command -v redis-cli >/dev/null || ! command -v nc >/dev/null; then \
+		$(SUDO) apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $(APT_PACKAGES); \
+	fi
+
+run: $(VENV)/.installed
+	$(BIN)/disque-server --port $(PORT) --bind 127.0.0.1
+
+test: $(VENV)/.installed-test system-deps
+	$(BIN)/python -m pytest
+
+# Benchmarks compare against redis-server from Debian's packages.
+bench: $(VENV)/.installed-test system-deps
+	@command -v redis-server >/dev/null || { $(SUDO) apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends redis-server; }
+	$(BIN)/python benchmarks/bench_server.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache
