@@ -114,8 +114,8 @@ def benchmark_tests(settings: Settings) -> list[tuple[str, dict[str, dict]]]:
 
 def run_benchmark_test(name: str, per_server: dict, server, results: Results) -> None:
     cmd = redis_benchmark_command(server.port, clients=CONNECTIONS, **per_server[server.label])
-    rps, cpu = run_redis_benchmark(cmd, server.pid)
-    results.add(name, server.label, rps, cpu)
+    rps, cpu, loader = run_redis_benchmark(cmd, server.pid)
+    results.add(name, server.label, rps, cpu, loader)
     shown = [part if len(part) < 40 else f"<{len(part)}-byte body>" for part in cmd]
     results.commands.setdefault(name, {})[server.label] = shlex.join(shown)
 

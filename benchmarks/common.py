@@ -27,6 +27,8 @@ import csv
 import io
 import os
 import platform
+import re
+import resource
 import shlex
 import shutil
 import signal
@@ -37,7 +39,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Callable, Iterable, Sequence
 
 import hiredis
 
@@ -54,6 +56,7 @@ REDIS_BENCHMARK = "redis-benchmark"
 REDIS_START_TIMEOUT_S = 10
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 MB = 1024 * 1024
+USABLE_CPUS = sorted(os.sched_getaffinity(0))   # read before any pinning narrows it
 
 
 # ---------------------------------------------------------------- CPU pinning
@@ -62,7 +65,7 @@ class Pinning:
     """Which CPUs the servers use and which the load generators use."""
 
     def __init__(self, enabled: bool = True) -> None:
-        cpus = sorted(os.sched_getaffinity(0))
+        cpus = USABLE_CPUS
         self.enabled = enabled and len(cpus) >= 2
         self.server_cpus = cpus[:1] if self.enabled else cpus
         self.client_cpus = cpus[1:] if self.enabled else cpus
@@ -253,14 +256,22 @@ def redis_benchmark_command(port: int, requests: int, clients: int = 50, pipelin
     return cmd + list(command_args)
 
 
-def run_redis_benchmark(cmd: list[str], server_pid: int, timeout: float = 600) -> tuple[float, float]:
-    """Run one redis-benchmark; return (requests per second, server CPU %)."""
+def run_redis_benchmark(cmd: list[str], server_pid: int,
+                        timeout: float = 600) -> tuple[float, float, float]:
+    """Run one redis-benchmark; return (requests per second, server CPU %,
+    redis-benchmark's own CPU %). A loader near 100% means the number is
+    the loader's limit, not the server's."""
     meter = CpuMeter(server_pid)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    wall = time.perf_counter() - meter.wall0
     cpu = meter.percent()
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    loader = 100.0 * (after.ru_utime + after.ru_stime - children.ru_utime
+                      - children.ru_stime) / wall
     if done.returncode != 0:
         raise RuntimeError(f"{shlex.join(cmd)} failed ({done.returncode}): {done.stderr.strip()}")
-    return parse_rps(done.stdout), cpu
+    return parse_rps(done.stdout), cpu, loader
 
 
 def parse_rps(output: str) -> float:
@@ -306,7 +317,9 @@ class RespConnection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         self.reader.feed(data)
         while (reply := self.reader.gets()) is not False:
-            self.waiters.popleft().set_result(reply)
+            waiter = self.waiters.popleft()
+            if not waiter.done():      # its awaiter may have been cancelled
+                waiter.set_result(reply)
 
     def connection_lost(self, exc) -> None:
         self.closed = exc or ConnectionError("connection closed")
@@ -335,26 +348,34 @@ class RespConnection(asyncio.Protocol):
             self.transport.close()
 
 
-async def pipelined_fill(port: int, one_command: bytes, total: int, connections: int = 4,
-                         batch: int = 1000) -> tuple[float, int]:
-    """Send `one_command` `total` times over a few connections in pipelined
-    batches; return (seconds taken, error replies)."""
+async def pipelined_fill(port: int, one_command: bytes | Callable[[int], bytes], total: int,
+                         connections: int = 4, batch: int = 1000) -> tuple[float, int]:
+    """Send `total` commands over a few connections in pipelined batches of
+    `batch`; return (seconds taken, error replies). `one_command` is either
+    the same command every time, or a function of the command's number."""
     conns = [await RespConnection.open(port) for _ in range(connections)]
     errors = 0
 
-    async def worker(conn: RespConnection, count: int) -> None:
+    def payload(first: int, n: int) -> bytes:
+        if isinstance(one_command, bytes):
+            return one_command * n
+        return b"".join(one_command(i) for i in range(first, first + n))
+
+    async def worker(conn: RespConnection, first: int, count: int) -> None:
         nonlocal errors
         while count > 0:
             n = min(batch, count)
-            for reply in await conn.pipeline(one_command * n, n):
+            for reply in await conn.pipeline(payload(first, n), n):
                 if isinstance(reply, hiredis.ReplyError):
                     errors += 1
+            first += n
             count -= n
 
     shares = [total // connections + (1 if i < total % connections else 0)
               for i in range(connections)]
+    firsts = [sum(shares[:i]) for i in range(connections)]
     started = time.perf_counter()
-    await asyncio.gather(*(worker(c, s) for c, s in zip(conns, shares)))
+    await asyncio.gather(*(worker(c, f, s) for c, f, s in zip(conns, firsts, shares)))
     elapsed = time.perf_counter() - started
     for conn in conns:
         conn.close()
@@ -364,9 +385,9 @@ async def pipelined_fill(port: int, one_command: bytes, total: int, connections:
 class LatencyProbe:
     """PING every `interval` seconds on its own connection; keep each round trip.
 
-    A round trip that is still outstanding counts too: `worst_between`
-    includes a PING sent but not yet answered, so a stall is seen while it
-    lasts, not only once it ends.
+    A PING counts for a window when it was waiting during any part of it:
+    the PING sent just before a stall and answered just after it is the one
+    that shows the stall. A PING still unanswered counts as waiting until now.
     """
 
     def __init__(self, port: int, interval: float = 0.001) -> None:
@@ -403,14 +424,19 @@ class LatencyProbe:
         self._conn.close()
 
     def worst_between(self, start: float, end: float) -> float:
-        """Longest round trip among PINGs sent in [start, end], in seconds."""
-        worst = max((rtt for sent, rtt in self.samples if start <= sent <= end), default=0.0)
+        """Longest round trip of the PINGs waiting at some point in [start, end], in seconds."""
+        worst = max((rtt for sent, rtt in self.samples if sent <= end and sent + rtt >= start),
+                    default=0.0)
         if self._outstanding_since is not None and self._outstanding_since <= end:
             worst = max(worst, time.perf_counter() - self._outstanding_since)
         return worst
 
-    def count_between(self, start: float, end: float) -> int:
-        return sum(1 for sent, _ in self.samples if start <= sent <= end)
+    def worst_sent_between(self, start: float, end: float) -> float:
+        """Longest round trip of the PINGs sent in (start, end], in seconds."""
+        return max((rtt for sent, rtt in self.samples if start < sent <= end), default=0.0)
+
+    def answered_between(self, start: float, end: float) -> int:
+        return sum(1 for sent, rtt in self.samples if start <= sent + rtt <= end)
 
     def median(self) -> float:
         return statistics.median(rtt for _, rtt in self.samples) if self.samples else 0.0
@@ -432,7 +458,7 @@ def machine_info() -> list[tuple[str, str]]:
     from disque_py import __version__
     return [
         ("cpu", cpu_model),
-        ("cores", f"{os.cpu_count()} online, {len(os.sched_getaffinity(0))} usable"),
+        ("cores", f"{os.cpu_count()} online, {len(USABLE_CPUS)} usable"),
         ("kernel", platform.release()),
         ("python", f"{platform.python_implementation()} {platform.python_version()} "
                    f"({sys.executable})"),
@@ -490,9 +516,11 @@ def _cell(value) -> str:
     return str(value)
 
 
+_NUMBER = re.compile(r"-?[\d,]+(\.\d+)?[x%s]?")
+
+
 def _numeric(cell: str) -> bool:
-    return bool(cell) and cell.replace(",", "").replace(".", "").replace("-", "").replace(
-        "x", "").replace("%", "").isdigit()
+    return _NUMBER.fullmatch(cell) is not None
 
 
 def median(values: Sequence[float]) -> float:

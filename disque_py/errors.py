@@ -20,6 +20,13 @@ class DisqueError(Exception):
         super().__init__(message)
         self.message = message
 
+    def __eq__(self, other) -> bool:
+        """Errors are values: same kind and same message compare equal."""
+        return type(self) is type(other) and self.message == other.message
+
+    def __hash__(self) -> int:
+        return hash((type(self), self.message))
+
     def wire(self) -> bytes:
         """The RESP encoding of this error; newlines cannot break the frame."""
         text = self.message.replace("\r", " ").replace("\n", " ")

@@ -12,10 +12,10 @@ Two parsers share the work:
   * anything else (inline commands, a command split across reads, a shape
     hiredis rejects, oversize headers) falls back to an incremental parser
     that follows Disque's own rules and error messages byte for byte.
-The fallback starts exactly where hiredis' accepted commands end: hiredis and
-Disque agree on the canonical form of every length, so the size of each
-accepted command can be recomputed from its arguments, and a chunk is done
-only when those sizes add up to all of it.
+hiredis' commands are trusted only when their canonical sizes (recomputed
+from the arguments) add up to the whole chunk; otherwise the slow parser
+reads the whole chunk again from its first byte, so a stream hiredis would
+frame differently from Disque can never desynchronise.
 
 Encoders turn reply values into bytes. The value model is small on purpose:
 bytes -> bulk string, str -> status, int -> integer, list/tuple -> array,
@@ -33,7 +33,8 @@ INLINE_MAX_SIZE = 64 * 1024            # an inline command, or a header line
 MULTIBULK_MAX_COUNT = 1024 * 1024      # arguments in one command
 BULK_MAX_LENGTH = 512 * 1024 * 1024    # bytes in one argument
 
-_WHITESPACE = b" \t\n\r\x0b\x0c"
+_WHITESPACE = b" \t\n\r\x0b\x0c"   # skipped between arguments (C isspace)
+_WORD_END = b" \t\n\r"                # ends an unquoted argument
 _ESCAPES = {ord("n"): 10, ord("r"): 13, ord("t"): 9, ord("b"): 8, ord("a"): 7}
 _HEXDIGITS = b"0123456789abcdefABCDEF"
 _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
@@ -125,7 +126,7 @@ def split_inline(line: bytes) -> list[bytes] | None:
                 if i >= n:
                     break
                 c = line[i]
-                if c in _WHITESPACE:
+                if c in _WORD_END:
                     break
                 if c == 34:
                     in_double = True
@@ -169,9 +170,10 @@ class RequestReader:
 
     def _feed_fast(self, data: bytes) -> list[list[bytes]]:
         # hiredis is clean on entry, so every byte it holds comes from `data`.
-        # The chunk is done when the accepted commands account for all of
-        # it; otherwise (a partial command, a rejected shape) the slow path
-        # takes the rest, starting where the accepted commands end.
+        # Its commands are taken only when their canonical sizes add up to
+        # the whole chunk. Anything else (a command split across reads, an
+        # element that is not a bulk string, more arguments than allowed,
+        # any error) hands the whole chunk to the exact slow parser instead.
         reader = self._hiredis
         reader.feed(data)
         commands: list[list[bytes]] = []
@@ -182,6 +184,8 @@ class RequestReader:
                 if type(command) is not list or not command:
                     break
                 argc = len(command)
+                if argc > MULTIBULK_MAX_COUNT:
+                    break
                 size = 4 if argc < 10 else 3 + len(str(argc))
                 for arg in command:
                     if type(arg) is not bytes:
@@ -195,11 +199,11 @@ class RequestReader:
                         return commands
                     continue
                 break
-        except hiredis.ProtocolError:
+        except Exception:  # hiredis refuses some shapes with errors of its own
             pass
         self._hiredis = hiredis.Reader()
-        self._buf = bytearray(memoryview(data)[consumed:])
-        return self._parse_slow(commands)
+        self._buf = bytearray(data)
+        return self._parse_slow([])
 
     def _parse_slow(self, commands: list[list[bytes]]) -> list[list[bytes]]:
         buf = self._buf
@@ -231,7 +235,11 @@ class RequestReader:
                 raise ProtocolError("too big inline request")
             return pos, None
         end = newline - 1 if newline > pos and buf[newline - 1] == 13 else newline
-        args = split_inline(bytes(buf[pos:end]))
+        line = bytes(buf[pos:end])
+        nul = line.find(b"\0")
+        if nul >= 0:          # Disque reads the line as a C string
+            line = line[:nul]
+        args = split_inline(line)
         if args is None:
             raise ProtocolError("unbalanced quotes in request")
         return newline + 1, [arg for arg in args if arg]

@@ -132,7 +132,7 @@ def jscan(server, session, argv):
         now = node.clock.now_ms()
         items = [job_info(job, now) for job in found]
     else:
-        items = [job.id for job in found]
+        items = [Raw(b"+%b\r\n" % job.id) for job in found]   # IDs are status replies
     return [b"%d" % cursor, items]
 
 

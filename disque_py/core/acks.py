@@ -58,6 +58,9 @@ class AcksMixin:
         """Delete an acked job once every node that may have it confirmed."""
         if job.state != ACKED:
             return
+        if job.delivered is self._only_me:
+            self.unregister(job)     # the only copy is ours: nobody else to tell
+            return
         extra = job.more()
         if extra.gc_retry < GC_RETRY_COUNT_MAX:
             extra.gc_retry += 1

@@ -254,6 +254,8 @@ class Node(ProducerMixin, ConsumerMixin, AcksMixin):
         due = self.schedule.pop_due(now, limit)
         for job in due:
             self.process_job(job, now)
+        if self.ready:
+            self.serve_ready()      # jobs the timers queued may be awaited
         if self._graveyard:
             self._free_some()
         return len(due) >= limit
@@ -283,15 +285,18 @@ class Node(ProducerMixin, ConsumerMixin, AcksMixin):
             self.update_awake(job)
 
     def evict_idle_queues(self, budget: int = 64) -> int:
-        """Forget empty, idle, unpaused queues nobody waits on (a slice per call)."""
+        """Forget empty, idle, unpaused queues nobody waits on (a slice per call).
+
+        Idle means 5 minutes, 10 s above 75% of maxmemory, 2 s above 95%."""
         now_s = self.clock.now_ms() // 1000
+        max_idle = (QUEUE_MAX_IDLE_S, QUEUE_MAX_IDLE_S // 30, 2)[self.memory_warning_level()]
         parts = self.queues.partitions()
         evicted = 0
         for _ in range(budget):
             part = parts[self._evict_cursor]
             self._evict_cursor = (self._evict_cursor + 1) % len(parts)
             for name, q in list(part.items()):
-                if q.is_evictable(now_s, QUEUE_MAX_IDLE_S):
+                if q.is_evictable(now_s, max_idle):
                     self.queues.pop(name)
                     evicted += 1
         return evicted

@@ -70,11 +70,17 @@ class ScanTable:
 
         Visits whole partitions until `count` values matched or count*10
         partitions were visited (Disque's bound on work per call), or to the
-        end with `busyloop`. The next cursor is 0 when the scan is complete.
+        end with `busyloop` (or a negative count, as in Disque). The next
+        cursor is 0 when the scan is complete; a cursor past the last
+        partition is a finished scan.
         """
         parts = self._parts
         total = len(parts)
-        index = cursor if 0 <= cursor < total else 0
+        if not 0 <= cursor < total:
+            return 0, []
+        if count < 0:
+            busyloop = True
+        index = cursor
         found: list = []
         budget = max(count, 1) * 10
         while index < total:

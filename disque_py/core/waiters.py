@@ -84,7 +84,3 @@ class Deadlines:
                 self._live -= 1
                 expired.append(waiter)
         return expired
-
-    def clear(self) -> None:
-        self._heap = []
-        self._live = 0

@@ -15,7 +15,7 @@ import pytest
 from disque_py.core.effects import Unblock
 from disque_py.core.job import (ACKED, ACTIVE, DEFAULT_TTL_S, FLAG_BCAST_WILLQUEUE, QUEUED,
                                 is_at_most_once_id, is_valid_id, ttl_minutes_from_id)
-from disque_py.core.node import AWAKE_BATCH, Node
+from disque_py.core.node import AWAKE_BATCH
 from disque_py.core.queue import PAUSED_ALL, PAUSED_IN, PAUSED_OUT
 from disque_py.core.schedule import BUCKET_MS
 from disque_py.core.waiters import TIMED_OUT
@@ -910,14 +910,18 @@ def test_queue_access_resets_idle_time(node, clock):
     assert evict_all(node) == 1
 
 
-def test_idle_limit_shrinks_under_memory_pressure(node, clock):
-    """Disque's evictIdleQueues: 300 s, /30 above 75% of maxmemory."""
+@pytest.mark.parametrize("used_percent, level, max_idle_s", [
+    (80, 1, QUEUE_MAX_IDLE_S // 30),      # above 75% of maxmemory: 10 s
+    (97, 2, 2),                           # above 95%: 2 s
+])
+def test_idle_limit_shrinks_under_memory_pressure(node, clock, used_percent, level, max_idle_s):
+    """Disque's evictIdleQueues() shortens the idle time when memory is short."""
     for _ in range(10):
         add(node, queue=b"full", body=b"x" * 100)
     node.queue(b"q")
-    node.maxmemory = node.used_memory * 100 // 80          # warning level 1
-    assert node.memory_warning_level() == 1
-    clock.advance(QUEUE_MAX_IDLE_S // 30 * 1000)
+    node.maxmemory = node.used_memory * 100 // used_percent
+    assert node.memory_warning_level() == level
+    clock.advance(max_idle_s * 1000)
     assert evict_all(node) == 1
     assert node.queues.get(b"q") is None
 

@@ -26,10 +26,14 @@ def mb(*args: bytes) -> bytes:
     return encode_command(*args)
 
 
+def _outcome(commands, reader):
+    return commands, reader.error
+
+
 def feed_whole(data: bytes):
     reader = RequestReader()
     commands = reader.feed(data)
-    return commands, reader.error
+    return _outcome(commands, reader)
 
 
 def feed_bytewise(data: bytes):
@@ -37,7 +41,7 @@ def feed_bytewise(data: bytes):
     commands = []
     for i in range(len(data)):
         commands += reader.feed(data[i:i + 1])
-    return commands, reader.error
+    return _outcome(commands, reader)
 
 
 def feed_chunks(data: bytes, cuts):
@@ -46,11 +50,13 @@ def feed_chunks(data: bytes, cuts):
     for cut in sorted(set(cuts)) + [len(data)]:
         commands += reader.feed(data[start:cut])
         start = cut
-    return commands, reader.error
+    return _outcome(commands, reader)
 
 
 def message(error):
-    return None if error is None else error.message
+    if error is None or isinstance(error, str):
+        return error
+    return error.message
 
 
 def protocol_error(detail: str) -> str:
@@ -107,6 +113,14 @@ def test_multibulk_bulk_trailer_not_checked_as_disque():
 def test_multibulk_max_count_accepted():
     commands, error = feed_whole(b"*%d\r\n" % MULTIBULK_MAX_COUNT)
     assert (commands, error) == ([], None)
+
+
+def test_multibulk_count_above_limit_refused_even_when_complete():
+    count = MULTIBULK_MAX_COUNT + 1
+    data = mb(b"PING") + b"*%d\r\n" % count + b"$1\r\na\r\n" * count
+    commands, error = feed_whole(data)
+    assert commands == [[b"PING"]]
+    assert message(error) == protocol_error("invalid multibulk length")
 
 
 def test_multibulk_max_bulk_length_header_accepted_without_buffering():
