@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import shlex
 import sys
 import time
@@ -349,7 +350,8 @@ def main(argv: list[str] | None = None) -> int:
         results.memory = measure_memory(pinning, settings.memory_jobs)
         print_commands(f"[{row['server']}] {row['command']}" for row in results.memory)
         print_memory(results.memory)
-    print(f"\ntotal time {time.perf_counter() - started:.0f}s")
+    print(f"\ntotal time {time.perf_counter() - started:.0f}s; load average now "
+          + " ".join(f"{x:.2f}" for x in os.getloadavg()))
     if args.json:
         args.json.write_text(json.dumps(dict(settings=settings.__dict__, rates=results.rates,
                                              server_cpu=results.cpu,

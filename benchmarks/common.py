@@ -22,6 +22,7 @@ PID, never by name; every command line that produced a number is printed.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import collections
 import csv
 import io
@@ -180,8 +181,16 @@ def ordered(round_index: int, servers: Sequence) -> list:
     return list(servers) if round_index % 2 == 0 else list(reversed(servers))
 
 
+_SCRATCH: list[Path] = []
+
+
 def scratch_dir(prefix: str) -> Path:
-    return Path(tempfile.mkdtemp(prefix=prefix))
+    """A fresh temporary directory, removed when the script exits."""
+    path = Path(tempfile.mkdtemp(prefix=prefix))
+    if not _SCRATCH:
+        atexit.register(lambda: [shutil.rmtree(p, ignore_errors=True) for p in _SCRATCH])
+    _SCRATCH.append(path)
+    return path
 
 
 # ------------------------------------------------------- blocking one-shot RESP
@@ -246,7 +255,8 @@ class CpuMeter:
 # -------------------------------------------------------------- redis-benchmark
 
 def redis_benchmark_command(port: int, requests: int, clients: int = 50, pipeline: int = 1,
-                            tests: str | None = None, command_args: Sequence[str] = ()) -> list[str]:
+                            tests: str | None = None,
+                            command_args: Sequence[str] = ()) -> list[str]:
     cmd = [REDIS_BENCHMARK, "-h", HOST, "-p", str(port), "-c", str(clients),
            "-n", str(requests), "-q", "--csv"]
     if pipeline > 1:

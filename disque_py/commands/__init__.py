@@ -76,6 +76,11 @@ TABLE = (
 )
 
 
+# Commands a client may send before AUTH: AUTH itself, and HELLO, which can
+# carry the password (HELLO 3 AUTH user pass) and checks auth on its own.
+_BEFORE_AUTH = (admin.auth, admin.hello)
+
+
 class CommandTable:
     """The commands one server answers (rename-command applied)."""
 
@@ -110,7 +115,8 @@ class CommandTable:
         if (arity > 0 and arity != argc) or argc < -arity:
             return CommandError("wrong number of arguments for '%s' command"
                                 % command.name.decode())
-        if server.requirepass and not session.authenticated and command.handler is not admin.auth:
+        if server.requirepass and not session.authenticated \
+                and command.handler not in _BEFORE_AUTH:
             return NoAuthError(NOAUTH_MESSAGE)
         if command.denyoom and server.node.used_memory > server.node.memory_evict_at:
             return OutOfMemoryError(OOM_MESSAGE)

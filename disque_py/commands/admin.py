@@ -260,7 +260,7 @@ def monitor(server, session, argv):
 def debug(server, session, argv):
     """DEBUG SLEEP seconds | FLUSHALL | ERROR message"""
     sub = argv[1].lower()
-    if sub == b"flushall" and len(argv) == 2:
+    if sub == b"flushall":        # extra arguments are ignored, as in Disque
         server.node.flush_all()
         return OK
     if sub == b"sleep" and len(argv) == 3:

@@ -129,15 +129,16 @@ def _cpu(srv) -> list[tuple[str, object]]:
     ]
 
 
+# name -> (title, renderer), in Disque's order.
 SECTIONS = {
-    "server": _server,
-    "clients": _clients,
-    "memory": _memory,
-    "jobs": _jobs,
-    "queues": _queues,
-    "persistence": _persistence,
-    "stats": _stats,
-    "cpu": _cpu,
+    "server": ("Server", _server),
+    "clients": ("Clients", _clients),
+    "memory": ("Memory", _memory),
+    "jobs": ("Jobs", _jobs),
+    "queues": ("Queues", _queues),
+    "persistence": ("Persistence", _persistence),
+    "stats": ("Stats", _stats),
+    "cpu": ("CPU", _cpu),
 }
 
 
@@ -148,10 +149,11 @@ def render(srv, section: str) -> str:
         names = [section]
     blocks = []
     for name in names:
-        renderer = SECTIONS.get(name) or srv.extra_info_sections.get(name)
-        if renderer is None:
+        section = SECTIONS.get(name) or srv.extra_info_sections.get(name)
+        if section is None:
             continue
+        title, renderer = section
         fields = renderer(srv)
-        lines = [f"# {name.capitalize()}"] + [f"{key}:{value}" for key, value in fields]
+        lines = [f"# {title}"] + [f"{key}:{value}" for key, value in fields]
         blocks.append("\r\n".join(lines) + "\r\n")
     return "\r\n".join(blocks)

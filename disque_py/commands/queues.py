@@ -136,14 +136,20 @@ def _qscan_options(args: ArgReader):
         elif option == b"busyloop":
             busyloop = True
         elif option == b"minlen" and args.has_value:
-            minlen = int_or_error(args.raw())
+            minlen = _filter_value(args.raw())
         elif option == b"maxlen" and args.has_value:
-            maxlen = int_or_error(args.raw())
+            maxlen = _filter_value(args.raw())
         elif option == b"importrate" and args.has_value:
-            importrate = int_or_error(args.raw())
+            importrate = _filter_value(args.raw())
         else:
             cursor = cursor_once(args, cursor)
     return count, busyloop, minlen, maxlen, importrate, cursor or 0
+
+
+def _filter_value(raw: bytes) -> int | None:
+    """A QSCAN filter bound; -1 means "not given", as in Disque."""
+    value = int_or_error(raw)
+    return None if value == -1 else value
 
 
 def enqueue(server, session, argv):

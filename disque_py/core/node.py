@@ -44,6 +44,7 @@ from disque_py.core.producer import ProducerMixin
 
 QUEUE_MAX_IDLE_S = 5 * 60
 AWAKE_BATCH = 2000            # jobs handled per timer slice, so clients interleave
+FREE_SLICE_JOBS = 20_000      # flushed jobs released per timer slice (a few ms)
 JOB_MEMORY_OVERHEAD = 420     # estimated bytes per job beyond its body
 DEFAULT_MAXMEMORY = 1024 ** 3
 UNLIMITED_MEMORY = 1 << 62
@@ -327,10 +328,14 @@ class Node(ProducerMixin, ConsumerMixin, AcksMixin):
         self.used_memory = 0
         self._graveyard.extend(old_jobs.partitions())
 
-    def _free_some(self, budget: int = 64) -> None:
+    def _free_some(self, budget_jobs: int = FREE_SLICE_JOBS) -> None:
+        """Release flushed partitions holding about `budget_jobs` jobs."""
         graveyard = self._graveyard
-        for _ in range(min(budget, len(graveyard))):
-            graveyard.pop().clear()
+        freed = 0
+        while graveyard and freed < budget_jobs:
+            part = graveyard.pop()
+            freed += len(part) + 1
+            part.clear()
 
     @property
     def freeing(self) -> bool:

@@ -69,7 +69,7 @@ class ScanTable:
         """Values from partitions starting at `cursor`; returns (next cursor, values).
 
         Visits whole partitions until `count` values matched or count*10
-        partitions were visited (Disque's bound on work per call), or to the
+        non-empty partitions were visited (Disque's bound on work), or to the
         end with `busyloop` (or a negative count, as in Disque). The next
         cursor is 0 when the scan is complete; a cursor past the last
         partition is a finished scan.
@@ -86,6 +86,8 @@ class ScanTable:
         while index < total:
             part = parts[index]
             index += 1
+            if not part:
+                continue            # empty partitions cost nothing against the budget
             if keep is None:
                 found.extend(part.values())
             else:

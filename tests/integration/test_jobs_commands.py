@@ -23,7 +23,7 @@ import time
 
 import pytest
 
-from tests.support import wait_for
+from tests.support import encode_command, wait_for
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -703,17 +703,23 @@ def test_working_resets_the_next_requeue_time(raw):
 
 def test_working_postpones_the_requeue(raw):
     # Two jobs fetched together with RETRY 3; WORKING on one of them once
-    # 1.5 s have passed. When the other is re-queued (about 3 s), the
-    # postponed one must still be out of its queue (due at about 4.5 s).
+    # 2 s have passed. When the other is re-queued (about 3 s), the
+    # postponed one must still be out of its queue (due at about 5 s).
     worked = new_job(raw, "w", "x", "0", "RETRY", "3")
     other = new_job(raw, "o", "y", "0", "RETRY", "3")
     raw.call("GETJOB", "COUNT", "2", "FROM", "w", "o")
-    wait_for(lambda: show(raw, worked)[b"next-requeue-within"] < 1500, timeout=15,
-             message="half of the retry period to pass")
+    wait_for(lambda: show(raw, worked)[b"next-requeue-within"] < 1000, timeout=15,
+             message="two thirds of the retry period to pass")
     assert raw.call("WORKING", worked) == b":3\r\n"
-    wait_for(lambda: qlen(raw, "o") == 1, timeout=15, message="the other job re-queued")
-    assert show(raw, worked)[b"state"] == b"active"
-    assert qlen(raw, "w") == 0
+
+    def snapshot():
+        # Both replies from one read of the server: no timer runs in between.
+        raw.send(encode_command("QLEN", "o") + encode_command("SHOW", worked))
+        return parse(raw.read_reply()), parse(raw.read_reply())
+    other_len, worked_info = wait_for(lambda: (lambda s: s[0] == 1 and s)(snapshot()),
+                                      timeout=15, message="the other job re-queued")
+    assert dict(zip(worked_info[::2], worked_info[1::2]))[b"state"] == b"active"
+    assert show(raw, other)[b"additional-deliveries"] == 1
     wait_for(lambda: qlen(raw, "w") == 1, timeout=15, message="the postponed job re-queued")
 
 
@@ -820,22 +826,23 @@ def test_retry_0_never_requeues(raw):
     assert info[b"state"] == b"active"
     assert info[b"next-requeue-within"] is None
     assert info[b"additional-deliveries"] == 0
+    assert show(raw, control)[b"additional-deliveries"] == 2
 
 
 def test_ttl_expires_jobs_in_every_state(server, raw):
-    # TTL 2: each job lives more than 1 s (the setup takes milliseconds)
-    # and at most 2 s, plus the server's expiry granularity.
+    # TTL 3: each job lives more than 2 s (the setup takes milliseconds)
+    # and at most 3 s, plus the server's expiry granularity.
     jobs = {}
-    jobs["queued"] = new_job(raw, "t1", "a", "0", "TTL", "2")
-    jobs["fetched"] = new_job(raw, "t2", "b", "0", "TTL", "2")
+    jobs["queued"] = new_job(raw, "t1", "a", "0", "TTL", "3")
+    jobs["fetched"] = new_job(raw, "t2", "b", "0", "TTL", "3")
     raw.call("GETJOB", "FROM", "t2")
-    jobs["dequeued"] = new_job(raw, "t3", "c", "0", "TTL", "2")
+    jobs["dequeued"] = new_job(raw, "t3", "c", "0", "TTL", "3")
     raw.call("DEQUEUE", jobs["dequeued"])
-    jobs["at-most-once fetched"] = new_job(raw, "t4", "d", "0", "TTL", "2", "RETRY", "0")
+    jobs["at-most-once fetched"] = new_job(raw, "t4", "d", "0", "TTL", "3", "RETRY", "0")
     raw.call("GETJOB", "FROM", "t4")
-    jobs["queued in a paused queue"] = new_job(raw, "t5", "e", "0", "TTL", "2")
+    jobs["queued in a paused queue"] = new_job(raw, "t5", "e", "0", "TTL", "3")
     raw.call("PAUSE", "t5", "all")
-    jobs["nacked"] = new_job(raw, "t6", "f", "0", "TTL", "2")
+    jobs["nacked"] = new_job(raw, "t6", "f", "0", "TTL", "3")
     raw.call("GETJOB", "FROM", "t6")
     raw.call("NACK", jobs["nacked"])
     states = {name: show(raw, job)[b"state"] for name, job in jobs.items()}

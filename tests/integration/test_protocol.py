@@ -33,7 +33,7 @@ def read_replies(sock: socket.socket, count: int, buffered: bytes = b"",
     replies: list[bytes] = []
     pos = 0
     while len(replies) < count:
-        end = _reply_end(data, pos)
+        end = reply_length(data, pos)   # absolute end, or None if partial
         if end is None:
             chunk = sock.recv(1 << 20)
             if not chunk:
@@ -44,28 +44,6 @@ def read_replies(sock: socket.socket, count: int, buffered: bytes = b"",
         pos = end
     assert pos == len(data), f"unexpected extra bytes: {bytes(data[pos:pos + 80])!r}"
     return replies
-
-
-def _reply_end(data: bytearray, pos: int) -> int | None:
-    """End of the reply starting at pos (scans only that reply)."""
-    newline = data.find(b"\r\n", pos)
-    if newline < 0:
-        return None
-    window_end = newline + 2
-    # Bulk and array replies need to look further; reply_length handles them
-    # on a slice that starts at pos, so its cost stays proportional to the reply.
-    kind = data[pos:pos + 1]
-    if kind == b"$":
-        size = int(data[pos + 1:newline])
-        if size < 0:
-            return window_end
-        end = window_end + size + 2
-        return end if len(data) >= end else None
-    if kind in (b"*", b"%"):
-        view = bytes(data[pos:])
-        end = reply_length(view, 0)
-        return None if end is None else pos + end
-    return window_end
 
 
 def read_until_closed(sock: socket.socket, timeout: float = 5.0) -> tuple[bytes, bool]:

@@ -430,11 +430,23 @@ def test_scan_call_stops_once_count_reached():
     assert len(found) < 100             # a few partitions, not the table
 
 
-def test_scan_call_bounded_to_ten_times_count_partitions():
-    t = ScanTable(4096)
-    t.add(b"only", 1)
+def test_scan_call_bounded_to_ten_times_count_non_empty_partitions():
+    t = ScanTable(64)
+    for i in range(1000):                # every partition holds something
+        t.add(b"k%d" % i, i)
     cursor, found = t.scan(0, 3, lambda v: False, False)
     assert cursor == 30                  # 3 * 10 partitions visited, nothing kept
+    assert found == []
+
+
+def test_scan_of_a_small_table_finishes_in_one_call():
+    """Empty partitions are free, so a fresh node lists a few jobs at once,
+    as Disque does with its small hash table."""
+    t = ScanTable(4096)
+    for i in range(3):
+        t.add(b"k%d" % i, i)
+    cursor, found = t.scan(0, 100, None, False)
+    assert (cursor, sorted(found)) == (0, [0, 1, 2])
 
 
 def test_scan_cursor_out_of_range_is_a_finished_scan():
