@@ -40,12 +40,11 @@ from disque_py.core.schedule import AwakeSchedule
 from disque_py.core.waiters import TIMED_OUT, Deadlines
 from disque_py.core.acks import AcksMixin
 from disque_py.core.consumer import ConsumerMixin
-from disque_py.core.producer import ProducerMixin
+from disque_py.core.producer import JOB_MEMORY_OVERHEAD, ProducerMixin
 
 QUEUE_MAX_IDLE_S = 5 * 60
 AWAKE_BATCH = 2000            # jobs handled per timer slice, so clients interleave
 FREE_SLICE_JOBS = 20_000      # flushed jobs released per timer slice (a few ms)
-JOB_MEMORY_OVERHEAD = 420     # estimated bytes per job beyond its body
 DEFAULT_MAXMEMORY = 1024 ** 3
 UNLIMITED_MEMORY = 1 << 62
 
@@ -53,7 +52,9 @@ UNLIMITED_MEMORY = 1 << 62
 class Node(ProducerMixin, ConsumerMixin, AcksMixin):
     def __init__(self, node_id: bytes, clock: Clock | None = None,
                  id_seed: bytes | None = None) -> None:
-        self.clock = clock or Clock()
+        self.clock = clock = clock or Clock()
+        self._now_ms = clock.now_ms          # bound once: read on every hot path
+        self._uniform = clock.random.random
         self.effects: list = []
         self.jobs = ScanTable()
         self.queues = ScanTable(256)
@@ -175,9 +176,8 @@ class Node(ProducerMixin, ConsumerMixin, AcksMixin):
         flags = job.flags
         if retry == 0 and flags & FLAG_DELIVERED:
             return False
-        clock = self.clock
         if not now:
-            now = clock.now_ms()
+            now = self._now_ms()
         job.state = QUEUED
         if flags & FLAG_BCAST_QUEUED or nack:
             # A re-queue: count it. (With peers, QUEUED tells them to count too.)
@@ -187,7 +187,9 @@ class Node(ProducerMixin, ConsumerMixin, AcksMixin):
                 job.more().deliveries += 1
         if retry:
             job.flags = flags | FLAG_BCAST_WILLQUEUE | FLAG_BCAST_QUEUED
-            qtime = job.qtime = now + retry * 1000 + clock.jitter(TIME_ERROR_MS)
+            # now + retry + Clock.jitter(TIME_ERROR_MS), inlined
+            qtime = job.qtime = now + retry * 1000 + int(self._uniform() * TIME_ERROR_MS) \
+                - TIME_ERROR_MS // 2
             at = job.etime * 1000 + 1000
             if qtime - WILLQUEUE_ADVANCE_MS < at:
                 at = qtime - WILLQUEUE_ADVANCE_MS

@@ -16,6 +16,8 @@ from disque_py.core.job import (ACTIVE, DEFAULT_RETRY_MAX_S, WAIT_REPL, Job,
                                 intern_spec)
 from disque_py.core.job import _specs as _SPECS
 from disque_py.core.queue import PAUSED_IN
+
+JOB_MEMORY_OVERHEAD = 420     # estimated bytes per job beyond its body
 from disque_py.errors import CommandError, MaxlenError, NoReplError, PausedError
 
 MAX_DEFAULT_REPLICATION = 3
@@ -62,18 +64,23 @@ class ProducerMixin:
             if q.flags & PAUSED_IN:
                 raise PausedError(PAUSED_INPUT)
 
-        now = self.clock.now_ms()
+        now = self._now_ms()
         spec = _SPECS.get((repl, delay, retry)) or intern_spec(repl, delay, retry)
         cached_s, cached_ttl, etime = self._etime_cache
         if cached_s != now // 1000 or cached_ttl != ttl:
             # Jobs added in the same second with the same TTL share one int.
             etime = now // 1000 + ttl
             self._etime_cache = (now // 1000, ttl, etime)
-        job = Job(self.ids.next_id(ttl, retry), queue, body, WAIT_REPL, spec,
-                  self.next_ctime(now), etime, () if external else self._only_me)
+        ctime = now * 1_000_000          # as next_ctime(), inlined: the hot path
+        if ctime <= self._last_ctime:
+            ctime = self._last_ctime + 1
+        self._last_ctime = ctime
+        job = Job(self.ids.next_id(ttl, retry), queue, body, WAIT_REPL, spec, ctime, etime,
+                  () if external else self._only_me)
         job.qtime = now + (delay or retry) * 1000
-        if not self.register(job):
+        if not self.jobs.add(job.id, job):
             raise CommandError(ID_COLLISION)
+        self.used_memory += JOB_MEMORY_OVERHEAD + len(body)
         self.stats_jobs_created += 1
         if delay == 0:
             self.enqueue(job, False, now, q)
