@@ -27,16 +27,13 @@ from __future__ import annotations
 import hiredis
 
 from disque_py.errors import DisqueError, ProtocolError
+from disque_py.splitargs import UnbalancedQuotes, split_line
 
 # Limits, as in Disque (and Redis 3): beyond them the stream is refused.
 INLINE_MAX_SIZE = 64 * 1024            # an inline command, or a header line
 MULTIBULK_MAX_COUNT = 1024 * 1024      # arguments in one command
 BULK_MAX_LENGTH = 512 * 1024 * 1024    # bytes in one argument
 
-_WHITESPACE = b" \t\n\r\x0b\x0c"   # skipped between arguments (C isspace)
-_WORD_END = b" \t\n\r"                # ends an unquoted argument
-_ESCAPES = {ord("n"): 10, ord("r"): 13, ord("t"): 9, ord("b"): 8, ord("a"): 7}
-_HEXDIGITS = b"0123456789abcdefABCDEF"
 _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 
 
@@ -68,74 +65,6 @@ def parse_strict_int(digits: bytes | bytearray) -> int | None:
     if value < _INT64_MIN or value > _INT64_MAX:
         return None
     return value
-
-
-def split_inline(line: bytes) -> list[bytes] | None:
-    """Split an inline command into arguments, honouring quotes and escapes.
-
-    Follows the rules of the shell-like splitter Disque and redis-cli use:
-    double quotes understand \\n \\r \\t \\b \\a \\xHH and \\<any>; single
-    quotes only \\'; a closing quote must be followed by a space or the end.
-    Returns None for unbalanced quotes.
-    """
-    args: list[bytes] = []
-    i, n = 0, len(line)
-    while True:
-        while i < n and line[i] in _WHITESPACE:
-            i += 1
-        if i >= n:
-            return args
-        current = bytearray()
-        in_double = in_single = False
-        while True:
-            if in_double:
-                if i >= n:
-                    return None
-                c = line[i]
-                if c == 92 and i + 3 < n and line[i + 1] == 120 \
-                        and line[i + 2] in _HEXDIGITS and line[i + 3] in _HEXDIGITS:
-                    current.append(int(line[i + 2:i + 4], 16))
-                    i += 3
-                elif c == 92 and i + 1 < n:
-                    i += 1
-                    current.append(_ESCAPES.get(line[i], line[i]))
-                elif c == 34:
-                    if i + 1 < n and line[i + 1] not in _WHITESPACE:
-                        return None
-                    in_double = False
-                    i += 1
-                    break
-                else:
-                    current.append(c)
-            elif in_single:
-                if i >= n:
-                    return None
-                c = line[i]
-                if c == 92 and i + 1 < n and line[i + 1] == 39:
-                    i += 1
-                    current.append(39)
-                elif c == 39:
-                    if i + 1 < n and line[i + 1] not in _WHITESPACE:
-                        return None
-                    in_single = False
-                    i += 1
-                    break
-                else:
-                    current.append(c)
-            else:
-                if i >= n:
-                    break
-                c = line[i]
-                if c in _WORD_END:
-                    break
-                if c == 34:
-                    in_double = True
-                elif c == 39:
-                    in_single = True
-                else:
-                    current.append(c)
-            i += 1
-        args.append(bytes(current))
 
 
 class RequestReader:
@@ -239,9 +168,10 @@ class RequestReader:
         nul = line.find(b"\0")
         if nul >= 0:          # Disque reads the line as a C string
             line = line[:nul]
-        args = split_inline(line)
-        if args is None:
-            raise ProtocolError("unbalanced quotes in request")
+        try:
+            args = split_line(line)
+        except UnbalancedQuotes:
+            raise ProtocolError("unbalanced quotes in request") from None
         return newline + 1, [arg for arg in args if arg]
 
     def _parse_multibulk(self, buf: bytearray, pos: int):

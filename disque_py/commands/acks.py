@@ -2,20 +2,14 @@
 
 from __future__ import annotations
 
-from disque_py.commands.args import check_job_ids
+from disque_py.commands.args import job_ids
 
 
 def ackjob(server, session, argv):
     """ACKJOB job-id ... job-id"""
-    node = server.node
-    ids = argv[1:]
-    check_job_ids(ids, node.lookup)
-    return node.ack_jobs(ids)
+    return server.node.ack_jobs(job_ids(server, argv))
 
 
 def fastack(server, session, argv):
     """FASTACK job-id ... job-id"""
-    node = server.node
-    ids = argv[1:]
-    check_job_ids(ids, node.lookup)
-    return node.fast_ack(ids)
+    return server.node.fast_ack(job_ids(server, argv))

@@ -75,11 +75,42 @@ def cursor_once(args: "ArgReader", current: int | None) -> int:
     return parse_cursor(args.raw())
 
 
+SCAN_DEFAULT_COUNT = 100
+
+
+def parse_scan_options(args: "ArgReader", options: dict) -> tuple[int, bool, int]:
+    """QSCAN/JSCAN arguments: (count, busyloop, cursor).
+
+    `options` maps each command's own valued options to a function taking
+    the raw value. Anything unknown is read as the cursor, which may sit
+    anywhere, once.
+    """
+    count, busyloop, cursor = SCAN_DEFAULT_COUNT, False, None
+    while args:
+        option = args.option()
+        if option == b"count" and args.has_value:
+            count = int_or_error(args.raw())
+        elif option == b"busyloop":
+            busyloop = True
+        elif option in options and args.has_value:
+            options[option](args.raw())
+        else:
+            cursor = cursor_once(args, cursor)
+    return count, busyloop, cursor or 0
+
+
 def check_job_ids(ids: list[bytes], known) -> None:
     """Raise BADID unless every ID is well formed (known ones are, by construction)."""
     for job_id in ids:
         if known(job_id) is None and not is_valid_id(job_id):
             raise BadIdError(BADID_MESSAGE)
+
+
+def job_ids(server, argv: list[bytes]) -> list[bytes]:
+    """The job IDs after the command name, all validated before any is used."""
+    ids = argv[1:]
+    check_job_ids(ids, server.node.lookup)
+    return ids
 
 
 class ArgReader:

@@ -6,8 +6,8 @@ ID, GETJOB's jobs) are encoded directly to bytes; the rest use reply values.
 
 from __future__ import annotations
 
-from disque_py.commands.args import (ArgReader, check_job_ids, cursor_once, int_or_error,
-                                     parse_int, parse_timeout)
+from disque_py.commands.args import (ArgReader, check_job_ids, job_ids, parse_int,
+                                     parse_scan_options, parse_timeout)
 from disque_py.core.job import DEFAULT_TTL_S, STATE_BY_NAME, STATE_NAMES, Job
 from disque_py.errors import CommandError
 from disque_py.resp import Raw
@@ -20,7 +20,6 @@ MAXLEN_POSITIVE = "MAXLEN must be a positive number"
 INVALID_STATE = "Invalid job state name"
 INVALID_REPLY_TYPE = "Invalid REPLY type, try ID or ALL"
 MAX_REPLICATION = 65535
-SCAN_DEFAULT_COUNT = 100
 
 
 def addjob(server, session, argv):
@@ -109,16 +108,32 @@ def job_info(job: Job, now_ms: int) -> list:
 
 def deljob(server, session, argv):
     """DELJOB job-id ... job-id"""
-    node = server.node
-    ids = argv[1:]
-    check_job_ids(ids, node.lookup)
-    return node.delete_jobs(ids)
+    return server.node.delete_jobs(job_ids(server, argv))
 
 
 def jscan(server, session, argv):
     """JSCAN [cursor] [COUNT n] [BUSYLOOP] [QUEUE q] [STATE s ...] [REPLY all|id]"""
     node = server.node
-    count, busyloop, queue, states, reply_all, cursor = _jscan_options(ArgReader(argv, 1))
+    wanted: dict = {"queue": None, "states": set(), "all": False}
+
+    def state(raw: bytes) -> None:
+        number = STATE_BY_NAME.get(raw.lower())
+        if number is None:
+            raise CommandError(INVALID_STATE)
+        wanted["states"].add(number)
+
+    def reply(raw: bytes) -> None:
+        kind = raw.lower()
+        if kind not in (b"id", b"all"):
+            raise CommandError(INVALID_REPLY_TYPE)
+        wanted["all"] = kind == b"all"
+
+    count, busyloop, cursor = parse_scan_options(ArgReader(argv, 1), {
+        b"queue": lambda raw: wanted.__setitem__("queue", raw),
+        b"state": state,
+        b"reply": reply,
+    })
+    queue, states = wanted["queue"], wanted["states"]
 
     def keep(job: Job) -> bool:
         if not job.delivered:           # a dummy ack is not a job to show
@@ -128,38 +143,12 @@ def jscan(server, session, argv):
         return not states or job.state in states
 
     cursor, found = node.jobs.scan(cursor, count, keep, busyloop)
-    if reply_all:
+    if wanted["all"]:
         now = node.clock.now_ms()
         items = [job_info(job, now) for job in found]
     else:
         items = [Raw(b"+%b\r\n" % job.id) for job in found]   # IDs are status replies
     return [b"%d" % cursor, items]
-
-
-def _jscan_options(args: ArgReader):
-    count, busyloop, queue, states, reply_all = SCAN_DEFAULT_COUNT, False, None, set(), False
-    cursor = None
-    while args:
-        option = args.option()
-        if option == b"count" and args.has_value:
-            count = int_or_error(args.raw())
-        elif option == b"busyloop":
-            busyloop = True
-        elif option == b"queue" and args.has_value:
-            queue = args.raw()
-        elif option == b"state" and args.has_value:
-            state = STATE_BY_NAME.get(args.raw().lower())
-            if state is None:
-                raise CommandError(INVALID_STATE)
-            states.add(state)
-        elif option == b"reply" and args.has_value:
-            kind = args.raw().lower()
-            if kind not in (b"id", b"all"):
-                raise CommandError(INVALID_REPLY_TYPE)
-            reply_all = kind == b"all"
-        else:
-            cursor = cursor_once(args, cursor)
-    return count, busyloop, queue, states, reply_all, cursor or 0
 
 
 def render_jobs(jobs: list[Job], withcounters: bool) -> Raw:

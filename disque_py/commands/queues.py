@@ -3,10 +3,10 @@ NACK, WORKING, PAUSE; and how a parked GETJOB is finally answered."""
 
 from __future__ import annotations
 
-from disque_py.commands.args import (ArgReader, check_job_ids, cursor_once, int_or_error,
-                                     parse_int, parse_timeout)
+from disque_py.commands.args import (ArgReader, check_job_ids, int_or_error, job_ids,
+                                     parse_int, parse_scan_options, parse_timeout)
 from disque_py.commands.context import Park
-from disque_py.commands.jobs import SCAN_DEFAULT_COUNT, render_jobs
+from disque_py.commands.jobs import render_jobs
 from disque_py.core.queue import PAUSED_ALL, PAUSED_IN, PAUSED_OUT, PAUSE_STATE_NAMES
 from disque_py.core.waiters import GETJOB, TIMED_OUT
 from disque_py.errors import LEAVING_MESSAGE, SYNTAX_ERROR, CommandError, LeavingError
@@ -110,7 +110,12 @@ def qstat(server, session, argv):
 def qscan(server, session, argv):
     """QSCAN [cursor] [COUNT n] [BUSYLOOP] [MINLEN n] [MAXLEN n] [IMPORTRATE rate]"""
     node = server.node
-    count, busyloop, minlen, maxlen, importrate, cursor = _qscan_options(ArgReader(argv, 1))
+    bounds: dict = {}
+    count, busyloop, cursor = parse_scan_options(ArgReader(argv, 1), {
+        name: (lambda raw, name=name: bounds.__setitem__(name, _filter_value(raw)))
+        for name in (b"minlen", b"maxlen", b"importrate")})
+    minlen, maxlen = bounds.get(b"minlen"), bounds.get(b"maxlen")
+    importrate = bounds.get(b"importrate")
     now = node.clock.now_ms()
 
     def keep(q) -> bool:
@@ -126,26 +131,6 @@ def qscan(server, session, argv):
     return [b"%d" % cursor, [q.name for q in found]]
 
 
-def _qscan_options(args: ArgReader):
-    count, busyloop, cursor = SCAN_DEFAULT_COUNT, False, None
-    minlen = maxlen = importrate = None
-    while args:
-        option = args.option()
-        if option == b"count" and args.has_value:
-            count = int_or_error(args.raw())
-        elif option == b"busyloop":
-            busyloop = True
-        elif option == b"minlen" and args.has_value:
-            minlen = _filter_value(args.raw())
-        elif option == b"maxlen" and args.has_value:
-            maxlen = _filter_value(args.raw())
-        elif option == b"importrate" and args.has_value:
-            importrate = _filter_value(args.raw())
-        else:
-            cursor = cursor_once(args, cursor)
-    return count, busyloop, minlen, maxlen, importrate, cursor or 0
-
-
 def _filter_value(raw: bytes) -> int | None:
     """A QSCAN filter bound; -1 means "not given", as in Disque."""
     value = int_or_error(raw)
@@ -154,27 +139,17 @@ def _filter_value(raw: bytes) -> int | None:
 
 def enqueue(server, session, argv):
     """ENQUEUE job-id ... job-id"""
-    return _requeue(server, argv, nack=False)
+    return server.node.enqueue_jobs(job_ids(server, argv), nack=False)
 
 
 def nack(server, session, argv):
     """NACK job-id ... job-id"""
-    return _requeue(server, argv, nack=True)
-
-
-def _requeue(server, argv, nack: bool) -> int:
-    node = server.node
-    ids = argv[1:]
-    check_job_ids(ids, node.lookup)
-    return node.enqueue_jobs(ids, nack)
+    return server.node.enqueue_jobs(job_ids(server, argv), nack=True)
 
 
 def dequeue(server, session, argv):
     """DEQUEUE job-id ... job-id"""
-    node = server.node
-    ids = argv[1:]
-    check_job_ids(ids, node.lookup)
-    return node.dequeue_jobs(ids)
+    return server.node.dequeue_jobs(job_ids(server, argv))
 
 
 def working(server, session, argv):

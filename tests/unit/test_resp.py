@@ -18,7 +18,8 @@ from disque_py.errors import (AckedError, CommandError, LeavingError, NoJobError
                               PausedError, ProtocolError)
 from disque_py.resp import (BULK_MAX_LENGTH, EMPTY_ARRAY, INLINE_MAX_SIZE,
                             MULTIBULK_MAX_COUNT, NULL_ARRAY, NULL_BULK, OK, PONG, Raw,
-                            RequestReader, encode, encode_bulk, encode_command, split_inline)
+                            RequestReader, encode, encode_bulk, encode_command)
+from disque_py.splitargs import UnbalancedQuotes, split_line
 
 
 def mb(*args: bytes) -> bytes:
@@ -221,9 +222,10 @@ def test_inline_unbalanced_quotes(line):
     assert isinstance(error, ProtocolError)
 
 
-def test_split_inline_returns_none_for_unbalanced():
-    assert split_inline(b'"open') is None
-    assert split_inline(b"a b") == [b"a", b"b"]
+def test_split_line_refuses_unbalanced_quotes():
+    with pytest.raises(UnbalancedQuotes):
+        split_line(b'"open')
+    assert split_line(b"a b") == [b"a", b"b"]
 
 
 def test_too_big_inline_request():
