@@ -20,7 +20,7 @@ from typing import Callable
 
 from disque_py.errors import (NOAUTH_MESSAGE, OOM_MESSAGE, CommandError, DisqueError,
                               NoAuthError, OutOfMemoryError)
-from disque_py.commands import acks, admin, jobs, queues
+from disque_py.commands import acks, admin, cluster, jobs, queues
 
 FLAG_NAMES = (("w", "write"), ("r", "readonly"), ("m", "denyoom"), ("a", "admin"),
               ("l", "loading"), ("M", "skip_monitor"), ("F", "fast"))
@@ -51,6 +51,7 @@ TABLE = (
     ("monitor", admin.monitor, 1, "ar"),
     ("debug", admin.debug, -2, "a"),
     ("config", admin.config, -2, "ar"),
+    ("cluster", cluster.cluster, -2, "ar"),
     ("client", admin.client, -2, "ar"),
     ("time", admin.time_, 1, "rF"),
     ("command", admin.command, 0, "rl"),

@@ -17,6 +17,7 @@ import time
 from disque_py import DISQUE_VERSION
 from disque_py.commands import info as info_sections
 from disque_py.commands.args import int_or_error, parse_int
+from disque_py.commands.cluster import hello_nodes
 from disque_py.commands.context import NO_REPLY
 from disque_py.errors import (NOAUTH_MESSAGE, SYNTAX_ERROR, CommandError, NoAuthError,
                               NoProtoError, WrongPassError)
@@ -110,11 +111,7 @@ def _hello_options(server, session, options: list[bytes]) -> None:
 
 
 def _disque_hello(server) -> list:
-    node = server.node
-    nodes = [[node.id, server.announce_ip.encode(), b"%d" % server.port, b"1"]]
-    for peer in server.peers():
-        nodes.append([peer.id, peer.ip.encode(), b"%d" % peer.port, b"%d" % peer.priority])
-    return [HELLO_FORMAT_VERSION, node.id] + nodes
+    return [HELLO_FORMAT_VERSION, server.node.id] + hello_nodes(server)
 
 
 def command(server, session, argv):

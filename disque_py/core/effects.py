@@ -17,3 +17,40 @@ class Unblock(NamedTuple):
 
     waiter: Any
     outcome: Any
+
+
+# ------------------------------------------------------------ cluster bus
+
+class Send(NamedTuple):
+    """Send a bus message to a node, over our link to it (dropped if none)."""
+
+    node: Any            # cluster.membership.ClusterNode
+    kind: int            # cluster.messages type
+    body: Any
+    mflags: int = 0
+
+
+class ReplyOn(NamedTuple):
+    """Answer on the link a message arrived on (PONG to a PING)."""
+
+    link: Any
+    kind: int
+    body: Any
+
+
+class Connect(NamedTuple):
+    """Open our link to a node's bus port."""
+
+    node: Any
+    ip: str
+    port: int
+
+
+class DropLink(NamedTuple):
+    """Close our link to a node (it will be reconnected by the cron)."""
+
+    node: Any
+
+
+class SaveConfig(NamedTuple):
+    """The cluster view changed: rewrite nodes.conf (once per loop turn)."""

@@ -27,10 +27,10 @@ import sys
 import time
 
 from disque_py import DISQUE_VERSION, log
-from disque_py.cluster import nodes_conf
 from disque_py.commands.queues import render_outcome
 from disque_py.core.effects import Unblock
 from disque_py.core.node import Node
+from disque_py.server.cluster_service import ClusterService, load_identity
 from disque_py.server.protocol import ClientConnection
 from disque_py.server.state import ServerState
 
@@ -47,31 +47,22 @@ class Runtime:
         self._cron = None
         self._stopped: asyncio.Future | None = None
         self.exit_code = 0
-        node_id = self._load_identity()
-        self.node = Node(node_id.encode())
+        announce_ip = _announce_ip(config["bind"])
+        node_id, records = load_identity(config["cluster-config-file"], config["port"],
+                                         announce_ip)
+        self.node = Node(node_id)
         self.node.maxmemory = config["maxmemory"]
         self.server = ServerState(self.node, config, executable=executable,
                                   config_file=config.config_file or "")
         self.server.feed_monitors = self.feed_monitors
         self.server.port = config["port"]
         self.server.set_requirepass(config["requirepass"])
-        self.server.announce_ip = _announce_ip(config["bind"])
+        self.server.announce_ip = announce_ip
+        self.cluster = ClusterService(self, self.node, config, records, announce_ip)
+        self.server.cluster = self.cluster
+        self.server.extra_info_sections["cluster"] = (
+            "Cluster", lambda srv: self.cluster.info_fields())
         self._watch_config()
-
-    # ------------------------------------------------------------ identity
-
-    def _load_identity(self) -> str:
-        path = self.config["cluster-config-file"]
-        records = nodes_conf.load(path)
-        if records is None:
-            node_id = nodes_conf.new_node_id()
-            nodes_conf.save(path, [nodes_conf.NodeRecord(
-                node_id, _announce_ip(self.config["bind"]), self.config["port"], {"myself"})])
-            log.notice("No cluster configuration found, I'm %s", node_id)
-            return node_id
-        myself = next(record for record in records if "myself" in record.flags)
-        log.notice("Node configuration loaded, I'm %s", myself.node_id)
-        return myself.node_id
 
     def _watch_config(self) -> None:
         config, server, node = self.config, self.server, self.node
@@ -93,6 +84,7 @@ class Runtime:
         if config["unixsocket"]:
             await self._listen_unix(config["unixsocket"], config["unixsocketperm"])
         self.server.port = self.listeners[0].sockets[0].getsockname()[1]
+        await self.cluster.start(config["bind"] or [None], self.server.port)
         for sig in (signal.SIGTERM, signal.SIGINT):
             self.loop.add_signal_handler(sig, self.request_shutdown, "signal")
         gc.freeze()
@@ -195,6 +187,7 @@ class Runtime:
         log.warning("User requested shutdown... (%s)", reason)
         for listener in self.listeners:
             listener.close()
+        self.cluster.stop()
         for client in list(self.server.clients.values()):
             if client.conn is not None:
                 client.conn.close()

@@ -101,6 +101,7 @@ class ServerState:
         # (mode, session) once SHUTDOWN is asked: "save", "nosave", "rewrite-aof"
         self.shutdown_request: tuple[str, Session] | None = None
         self.extra_info_sections: dict = {}          # later layers add INFO sections
+        self.cluster = None                          # the ClusterService, when running
         self.kills: list[Session] = []               # clients CLIENT KILL asked to close
         self.feed_monitors = lambda session, argv: None   # the runtime installs the real one
 
@@ -134,10 +135,6 @@ class ServerState:
 
     def uptime(self) -> float:
         return time.time() - self.started
-
-    def peers(self) -> list:
-        """Other known nodes, for HELLO (none until the cluster layer exists)."""
-        return []
 
     def persistence_info(self) -> list[tuple[str, object]]:
         return [

@@ -1,0 +1,436 @@
+"""Who is in the cluster and who is up: the node table, handshakes, gossip,
+failure detection. Pure state: no sockets; effects go to the runtime.
+
+Every node has the same role. A node learns others through CLUSTER MEET
+(a handshake with an address) and through gossip: each PING/PONG carries a
+few known nodes, and a node heard of from a known sender is met in turn, so
+a chain of MEETs ends in a full mesh.
+
+Failure detection, Disque's rule: a node that has not answered a PING within
+cluster-node-timeout is PFAIL (possibly failing) here. Other nodes report
+their PFAIL/FAIL views in gossip; when this node sees it as PFAIL and the
+reports plus itself reach a majority of the cluster size, it flags it FAIL
+and tells everyone (FAIL message). A node that answers again is cleared.
+
+Links: each node keeps one outgoing connection to every other node and
+sends its PINGs there; PONGs come back on it. Connections others opened to
+us (inbound) are answered on the same connection. The bus reports link
+events here; this module decides what to send and when to reconnect (with
+backoff, never slower than RECONNECT_MAX_MS).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import random
+
+from disque_py.cluster import messages as msg
+from disque_py.cluster.nodes_conf import NodeRecord
+from disque_py.core.effects import Connect, DropLink, ReplyOn, SaveConfig, Send
+
+# Node flags (LEAVING travels in message headers, the rest in gossip).
+PFAIL, FAIL, MYSELF, HANDSHAKE, NOADDR, MEET, LEAVING = 1, 2, 4, 8, 16, 32, 128
+FLAG_NAMES = ((MYSELF, "myself"), (PFAIL, "fail?"), (FAIL, "fail"), (HANDSHAKE, "handshake"),
+              (NOADDR, "noaddr"), (LEAVING, "leaving"))
+FLAGS_BY_NAME = {name: flag for flag, name in FLAG_NAMES}
+
+BUS_PORT_OFFSET = 10000
+MAX_CLIENT_PORT = 65535 - BUS_PORT_OFFSET
+FAIL_REPORT_VALIDITY_MULT = 2
+HANDSHAKE_TIMEOUT_MIN_MS = 1000
+BLACKLIST_TTL_MS = 60_000
+RECONNECT_MIN_MS = 100
+RECONNECT_MAX_MS = 1000
+GOSSIP_MIN_ENTRIES = 3
+PING_RANDOM_EVERY_TICKS = 10
+PING_RANDOM_SAMPLE = 5
+
+
+class ClusterNode:
+    __slots__ = ("id", "ip", "port", "flags", "ctime", "ping_sent", "pong_received",
+                 "fail_time", "fail_reports", "linked", "link_since", "connecting",
+                 "next_connect", "backoff")
+
+    def __init__(self, node_id: bytes, ip: str, port: int, flags: int, now: int) -> None:
+        self.id = node_id
+        self.ip = ip
+        self.port = port
+        self.flags = flags
+        self.ctime = now
+        self.ping_sent = 0
+        self.pong_received = 0
+        self.fail_time = 0
+        self.fail_reports: dict[bytes, int] = {}   # reporter id -> ms
+        self.linked = False          # our outgoing link is up
+        self.link_since = 0
+        self.connecting = False
+        self.next_connect = 0
+        self.backoff = RECONNECT_MIN_MS
+
+    @property
+    def flag_names(self) -> str:
+        names = [name for flag, name in FLAG_NAMES if self.flags & flag]
+        return ",".join(names) or "noflags"
+
+    @property
+    def priority(self) -> int:
+        """HELLO's priority: lower is better."""
+        if self.flags & (FAIL | LEAVING):
+            return 100
+        if self.flags & PFAIL:
+            return 10
+        if not self.linked and not self.flags & MYSELF:
+            return 5
+        return 1
+
+    def __repr__(self) -> str:
+        return f"<ClusterNode {self.id[:8].decode()} {self.ip}:{self.port} {self.flag_names}>"
+
+
+def random_node_id() -> bytes:
+    return os.urandom(20).hex().encode()
+
+
+def normalize_ip(ip: str) -> str | None:
+    try:
+        return str(ipaddress.ip_address(ip))
+    except ValueError:
+        return None
+
+
+class Membership:
+    def __init__(self, myself_id: bytes, port: int, node_timeout_ms: int, clock,
+                 announce_ip: str = "") -> None:
+        self.clock = clock
+        self.node_timeout = node_timeout_ms
+        self.effects: list = []
+        self.nodes: dict[bytes, ClusterNode] = {}
+        self.blacklist: dict[bytes, int] = {}
+        self.myself = ClusterNode(myself_id, announce_ip, port, MYSELF, clock.now_ms())
+        self.nodes[myself_id] = self.myself
+        self.size = 1
+        self.reachable: list[ClusterNode] = []
+        self.messages_sent = 0
+        self.messages_received = 0
+        self._ticks = 0
+        self._rng = random.Random()
+
+    # ------------------------------------------------------------ queries
+
+    def header(self, kind: int, mflags: int = 0) -> msg.Header:
+        me = self.myself
+        return msg.Header(kind, me.id, me.port, me.flags & LEAVING, mflags)
+
+    def peers(self) -> list[ClusterNode]:
+        return [node for node in self.nodes.values() if node is not self.myself]
+
+    @property
+    def leaving(self) -> bool:
+        return bool(self.myself.flags & LEAVING)
+
+    def refresh_views(self) -> None:
+        """Cluster size (nodes past handshake) and reachable peers."""
+        self.size = sum(1 for node in self.nodes.values() if not node.flags & HANDSHAKE)
+        unreachable = MYSELF | HANDSHAKE | LEAVING | PFAIL | FAIL
+        self.reachable = [node for node in self.nodes.values() if not node.flags & unreachable]
+
+    def records(self) -> list[NodeRecord]:
+        """What nodes.conf keeps: every node with an address, flags minus MEET."""
+        return [NodeRecord(node.id.decode(), node.ip, node.port,
+                           {name for flag, name in FLAG_NAMES if node.flags & flag})
+                for node in self.nodes.values()]
+
+    def load_records(self, records: list[NodeRecord]) -> None:
+        """Peers from nodes.conf (myself is already set up by the caller)."""
+        now = self.clock.now_ms()
+        for record in records:
+            flags = 0
+            for name in record.flags:
+                flags |= FLAGS_BY_NAME.get(name, 0)
+            if flags & MYSELF:
+                self.myself.flags |= flags & LEAVING
+                if record.ip and not self.myself.ip:
+                    self.myself.ip = record.ip
+                continue
+            node = ClusterNode(record.node_id.encode(), record.ip, record.port,
+                               flags & ~(PFAIL | FAIL), now)
+            self.nodes[node.id] = node
+        self.refresh_views()
+
+    # ------------------------------------------------------------ commands
+
+    def meet(self, ip: str, port: int) -> bool:
+        """CLUSTER MEET: start a handshake. False if the address is invalid."""
+        normalized = normalize_ip(ip)
+        if normalized is None or not 0 < port <= MAX_CLIENT_PORT:
+            return False
+        self._start_handshake(normalized, port)
+        return True
+
+    def forget(self, node: ClusterNode) -> None:
+        self.blacklist[node.id] = self.clock.now_ms() + BLACKLIST_TTL_MS
+        self._delete(node)
+        self._changed()
+
+    def reset(self, new_id: bytes | None) -> None:
+        """Forget every other node; with a new ID for a hard reset."""
+        for node in self.peers():
+            self._delete(node)
+        if new_id is not None:
+            del self.nodes[self.myself.id]
+            self.myself.id = new_id
+            self.nodes[new_id] = self.myself
+        self._changed()
+
+    def set_leaving(self, leaving: bool) -> None:
+        old = self.myself.flags
+        self.myself.flags = old | LEAVING if leaving else old & ~LEAVING
+        if old != self.myself.flags:
+            self._changed()
+
+    def set_node_timeout(self, timeout_ms: int) -> None:
+        self.node_timeout = timeout_ms
+
+    # ------------------------------------------------------------ link events
+
+    def link_up(self, node: ClusterNode) -> None:
+        """Our connection to `node` is open: greet it (MEET or PING)."""
+        now = self.clock.now_ms()
+        node.connecting = False
+        node.linked = True
+        node.link_since = now
+        node.backoff = RECONNECT_MIN_MS
+        old_ping_sent = node.ping_sent
+        self._send_heartbeat(node, msg.MEET if node.flags & MEET else msg.PING)
+        if old_ping_sent:
+            node.ping_sent = old_ping_sent   # a ping in flight keeps its age
+        node.flags &= ~MEET
+
+    def link_failed(self, node: ClusterNode) -> None:
+        """Connecting to `node` failed, or its link broke."""
+        now = self.clock.now_ms()
+        node.connecting = False
+        node.linked = False
+        if node.ping_sent == 0:
+            node.ping_sent = now     # without this a dead node never times out
+        node.next_connect = now + node.backoff
+        node.backoff = min(node.backoff * 2, RECONNECT_MAX_MS)
+
+    # ------------------------------------------------------------ messages
+
+    def on_heartbeat(self, via: ClusterNode | None, link, peer_ip: str, local_ip: str,
+                     header: msg.Header, body: msg.Heartbeat) -> None:
+        """PING, PONG or MEET, from our link to `via` or from an inbound link."""
+        now = self.clock.now_ms()
+        sender = self.nodes.get(header.sender)
+        kind = header.type
+        if kind != msg.PONG:
+            self._learn_own_address(kind, local_ip)
+            if sender is None and kind == msg.MEET:
+                node = ClusterNode(random_node_id(), peer_ip, header.port, HANDSHAKE, now)
+                self.nodes[node.id] = node
+                self._changed()
+            self.effects.append(ReplyOn(link, msg.PONG, self._heartbeat_body()))
+        if via is not None and not self._check_link_identity(via, header, peer_ip):
+            return
+        if sender is not None and kind == msg.PING and not sender.flags & HANDSHAKE:
+            self._update_address(sender, peer_ip, header.port)
+        if via is not None and kind == msg.PONG:
+            via.pong_received = now
+            via.ping_sent = 0
+            if via.flags & (PFAIL | FAIL):
+                via.flags &= ~(PFAIL | FAIL)
+                self._changed()
+        if sender is not None:
+            leaving = header.flags & LEAVING
+            if (sender.flags & LEAVING) != leaving:
+                sender.flags = (sender.flags & ~LEAVING) | leaving
+                self._changed()
+            self._process_gossip(sender, body.gossip, now)
+
+    def on_fail(self, header: msg.Header, body: msg.Fail) -> None:
+        if header.sender not in self.nodes:
+            return
+        failing = self.nodes.get(body.node_id)
+        if failing is not None and not failing.flags & (FAIL | MYSELF):
+            failing.flags = (failing.flags | FAIL) & ~PFAIL
+            failing.fail_time = self.clock.now_ms()
+            self._changed()
+
+    def _learn_own_address(self, kind: int, local_ip: str) -> None:
+        # Peers reach us at the address they MEET us on: that is our address.
+        if (kind == msg.MEET or not self.myself.ip) and local_ip and local_ip != self.myself.ip:
+            self.myself.ip = local_ip
+            self._changed()
+
+    def _check_link_identity(self, via: ClusterNode, header: msg.Header, peer_ip: str) -> bool:
+        """On our own link: finish a handshake, or notice a node changed ID."""
+        if via.flags & HANDSHAKE:
+            known = self.nodes.get(header.sender)
+            if known is not None:      # we met an address we already knew
+                self._update_address(known, via.ip, header.port)
+                self._delete(via)
+                self._changed()
+                return False
+            del self.nodes[via.id]
+            via.id = header.sender
+            via.flags &= ~HANDSHAKE
+            self.nodes[via.id] = via
+            self._changed()
+        elif via.id != header.sender:
+            via.flags |= NOADDR
+            via.ip, via.port = "", 0
+            self.effects.append(DropLink(via))
+            via.linked = False
+            self._changed()
+            return False
+        return True
+
+    def _update_address(self, node: ClusterNode, ip: str, port: int) -> None:
+        if not ip or (node.ip == ip and node.port == port):
+            return
+        node.ip, node.port = ip, port
+        node.flags &= ~NOADDR
+        if node.linked or node.connecting:
+            self.effects.append(DropLink(node))
+            node.linked = node.connecting = False
+        self._changed()
+
+    def _process_gossip(self, sender: ClusterNode, gossip: list[msg.Gossip], now: int) -> None:
+        for entry in gossip:
+            node = self.nodes.get(entry.node_id)
+            if node is not None:
+                if node is not self.myself:
+                    if entry.flags & (FAIL | PFAIL):
+                        node.fail_reports[sender.id] = now
+                        self._mark_failing_if_needed(node, now)
+                    else:
+                        node.fail_reports.pop(sender.id, None)
+                if node.flags & (FAIL | PFAIL) and (node.ip, node.port) != (entry.ip, entry.port):
+                    self._start_handshake(entry.ip, entry.port)
+            elif not entry.flags & NOADDR and not self._blacklisted(entry.node_id, now):
+                ip = normalize_ip(entry.ip)
+                if ip is not None and 0 < entry.port <= MAX_CLIENT_PORT:
+                    self._start_handshake(ip, entry.port)
+
+    def _mark_failing_if_needed(self, node: ClusterNode, now: int) -> None:
+        if not node.flags & PFAIL or node.flags & FAIL:
+            return
+        validity = self.node_timeout * FAIL_REPORT_VALIDITY_MULT
+        reports = node.fail_reports
+        for reporter, when in list(reports.items()):
+            if now - when > validity:
+                del reports[reporter]
+        if len(reports) + 1 < self.size // 2 + 1:
+            return
+        node.flags = (node.flags | FAIL) & ~PFAIL
+        node.fail_time = now
+        for peer in self.peers():
+            self.effects.append(Send(peer, msg.FAIL, msg.Fail(node.id)))
+        self._changed()
+
+    # ------------------------------------------------------------ the cron
+
+    def tick(self) -> None:
+        """Every 100 ms: handshakes, reconnects, pings, timeouts."""
+        now = self.clock.now_ms()
+        self._ticks += 1
+        self._reconnect(now)
+        if self._ticks % PING_RANDOM_EVERY_TICKS == 0:
+            self._ping_a_random_node()
+        self._detect_timeouts(now)
+        self.refresh_views()
+
+    def _reconnect(self, now: int) -> None:
+        handshake_timeout = max(self.node_timeout, HANDSHAKE_TIMEOUT_MIN_MS)
+        for node in self.peers():
+            if node.flags & NOADDR:
+                continue
+            if node.flags & HANDSHAKE and now - node.ctime > handshake_timeout:
+                self._delete(node)
+                self._changed()
+                continue
+            if not node.linked and not node.connecting and now >= node.next_connect:
+                node.connecting = True
+                self.effects.append(Connect(node, node.ip, node.port + BUS_PORT_OFFSET))
+
+    def _ping_a_random_node(self) -> None:
+        candidates = [node for node in self.peers()
+                      if node.linked and not node.ping_sent and not node.flags & HANDSHAKE]
+        if candidates:
+            sample = self._rng.sample(candidates, min(PING_RANDOM_SAMPLE, len(candidates)))
+            self._send_heartbeat(min(sample, key=lambda node: node.pong_received), msg.PING)
+
+    def _detect_timeouts(self, now: int) -> None:
+        timeout = self.node_timeout
+        for node in self.peers():
+            if node.flags & (NOADDR | HANDSHAKE):
+                continue
+            waiting = node.ping_sent and node.pong_received < node.ping_sent
+            if node.linked and waiting and now - node.link_since > timeout \
+                    and now - node.ping_sent > timeout // 2:
+                # A silent link may be a broken one: reconnect it.
+                self.effects.append(DropLink(node))
+                node.linked = False
+            if node.linked and not node.ping_sent and now - node.pong_received > timeout // 2:
+                self._send_heartbeat(node, msg.PING)
+                continue
+            if node.ping_sent and now - node.ping_sent > timeout \
+                    and not node.flags & (PFAIL | FAIL):
+                node.flags |= PFAIL
+                self._changed()
+
+    # ------------------------------------------------------------ helpers
+
+    def _send_heartbeat(self, node: ClusterNode, kind: int) -> None:
+        if kind == msg.PING:
+            node.ping_sent = self.clock.now_ms()
+        self.effects.append(Send(node, kind, self._heartbeat_body()))
+
+    def _heartbeat_body(self) -> msg.Heartbeat:
+        """A gossip sample: a tenth of the nodes, at least 3, failing ones first.
+
+        Failing nodes are reported even while we have no link to them: their
+        failure reports are what turns PFAIL into FAIL elsewhere."""
+        wanted = max(len(self.nodes) // 10, GOSSIP_MIN_ENTRIES)
+        eligible = [node for node in self.peers() if not node.flags & (HANDSHAKE | NOADDR)]
+        failing = [node for node in eligible if node.flags & (PFAIL | FAIL)]
+        others = [node for node in eligible if not node.flags & (PFAIL | FAIL)]
+        self._rng.shuffle(others)
+        chosen = (failing + others)[:wanted]
+        return msg.Heartbeat([msg.Gossip(node.id, node.ip, node.port, node.flags & ~MEET)
+                              for node in chosen])
+
+    def _start_handshake(self, ip: str, port: int) -> None:
+        for node in self.nodes.values():
+            if node.flags & HANDSHAKE and node.ip == ip and node.port == port:
+                return
+        node = ClusterNode(random_node_id(), ip, port, HANDSHAKE | MEET, self.clock.now_ms())
+        self.nodes[node.id] = node
+
+    def _blacklisted(self, node_id: bytes, now: int) -> bool:
+        for listed, until in list(self.blacklist.items()):
+            if until < now:
+                del self.blacklist[listed]
+        return node_id in self.blacklist
+
+    def _delete(self, node: ClusterNode) -> None:
+        self.nodes.pop(node.id, None)
+        for other in self.nodes.values():
+            other.fail_reports.pop(node.id, None)
+        if node.linked or node.connecting:
+            self.effects.append(DropLink(node))
+        node.linked = node.connecting = False
+
+    def _changed(self) -> None:
+        self.refresh_views()
+        self.effects.append(SAVE_CONFIG)
+
+    def take_effects(self) -> list:
+        effects = self.effects
+        self.effects = []
+        return effects
+
+
+SAVE_CONFIG = SaveConfig()

@@ -1,0 +1,259 @@
+"""The cluster bus wire format: one class per message, encode and decode.
+
+A frame is a 4-byte big-endian length (of everything after it), then a
+fixed header, then the message body:
+
+    header  = signature b"DqP1", u8 type, u8 message flags,
+              u16 sender client port, u16 sender node flags,
+              40 bytes sender node ID (hex)
+    PING / PONG / MEET   u16 count, count x gossip entry
+        gossip entry    = 40 bytes node ID, u16 port, u16 flags,
+                          u8 IP length, IP (ASCII, at most 46 bytes)
+    FAIL                 40 bytes node ID
+    REPLJOB / YOURJOBS   u32 count, count x (u32 length, serialized job)
+    GOTJOB ENQUEUE QUEUED WORKING SETACK WILLQUEUE GOTACK DELJOB
+                         u32 count, count x (40 bytes job ID, u32 aux)
+    NEEDJOBS / PAUSE     u32 aux, u32 queue name length, queue name
+
+Job messages carry lists so that one frame can batch what a node has for a
+peer in one event-loop turn. decode() checks size and shape completely
+(lengths add up, IDs are well formed, counts are bounded) before anything
+is returned; a frame that fails is a BadFrame and is never applied. This
+module never touches a socket: bus.py moves the bytes.
+"""
+
+from __future__ import annotations
+
+import re
+import struct
+from dataclasses import dataclass, field
+
+SIGNATURE = b"DqP1"
+LENGTH = struct.Struct(">I")
+HEADER = struct.Struct(">4sBBHH40s")
+GOSSIP_FIXED = struct.Struct(">40sHHB")
+U16 = struct.Struct(">H")
+U32 = struct.Struct(">I")
+ID_AUX = struct.Struct(">40sI")
+QUEUE_OP = struct.Struct(">II")
+
+MAX_FRAME = 600 * 1024 * 1024       # a job body may be up to 512 MB
+MAX_GOSSIP = 1000
+MAX_IP_LEN = 46
+NODE_ID_LEN = 40
+MAX_QUEUE_NAME = 64 * 1024 * 1024
+
+# Message types.
+PING, PONG, MEET, FAIL = 0, 1, 2, 3
+REPLJOB, GOTJOB, ENQUEUE, QUEUED, SETACK, WILLQUEUE, GOTACK, DELJOB = 4, 5, 6, 7, 8, 9, 10, 11
+NEEDJOBS, YOURJOBS, WORKING, PAUSE = 12, 13, 14, 15
+TYPE_NAMES = {PING: "PING", PONG: "PONG", MEET: "MEET", FAIL: "FAIL", REPLJOB: "REPLJOB",
+              GOTJOB: "GOTJOB", ENQUEUE: "ENQUEUE", QUEUED: "QUEUED", SETACK: "SETACK",
+              WILLQUEUE: "WILLQUEUE", GOTACK: "GOTACK", DELJOB: "DELJOB",
+              NEEDJOBS: "NEEDJOBS", YOURJOBS: "YOURJOBS", WORKING: "WORKING", PAUSE: "PAUSE"}
+
+# Message flags (the u8 after the type).
+MSG_NOREPLY = 1       # REPLJOB: do not answer with GOTJOB
+MSG_INCR_NACKS = 2    # QUEUED: count a NACK
+MSG_INCR_DELIV = 4    # QUEUED: count an additional delivery
+
+_NODE_ID = re.compile(rb"[0-9a-f]{40}\Z")
+_JOB_ID = re.compile(rb"D-[0-9a-fA-F]{8}-[A-Za-z0-9+/]{24}-[0-9a-fA-F]{4}\Z")
+
+
+class BadFrame(ValueError):
+    """A frame that is not well formed: the link is closed, nothing applied."""
+
+
+@dataclass(slots=True)
+class Header:
+    type: int
+    sender: bytes            # 40 hex bytes
+    port: int                # the sender's client port
+    flags: int               # the sender's node flags (leaving, ...)
+    mflags: int = 0          # message flags
+
+
+@dataclass(slots=True)
+class Gossip:
+    node_id: bytes
+    ip: str
+    port: int
+    flags: int
+
+
+@dataclass(slots=True)
+class Heartbeat:
+    """PING, PONG and MEET: who the sender is, and a sample of its view."""
+
+    gossip: list[Gossip] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class Fail:
+    node_id: bytes
+
+
+@dataclass(slots=True)
+class Jobs:
+    """REPLJOB and YOURJOBS: serialized jobs (see core/job.py)."""
+
+    jobs: list[bytes] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class JobIds:
+    """Every message about job IDs: (id, aux) pairs, aux per type
+    (SETACK: nodes that may have the job; GOTACK: known; ENQUEUE: delay)."""
+
+    items: list[tuple[bytes, int]] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class QueueOp:
+    """NEEDJOBS (aux: how many jobs) and PAUSE (aux: pause flags)."""
+
+    queue: bytes
+    aux: int
+
+
+BODY_KIND = {PING: Heartbeat, PONG: Heartbeat, MEET: Heartbeat, FAIL: Fail,
+             REPLJOB: Jobs, YOURJOBS: Jobs,
+             GOTJOB: JobIds, ENQUEUE: JobIds, QUEUED: JobIds, WORKING: JobIds,
+             SETACK: JobIds, WILLQUEUE: JobIds, GOTACK: JobIds, DELJOB: JobIds,
+             NEEDJOBS: QueueOp, PAUSE: QueueOp}
+
+
+# ------------------------------------------------------------------ encode
+
+def encode(header: Header, body) -> bytes:
+    """A whole frame, length prefix included."""
+    parts = [b"", HEADER.pack(SIGNATURE, header.type, header.mflags, header.port,
+                              header.flags, header.sender)]
+    kind = type(body)
+    if kind is Heartbeat:
+        parts.append(U16.pack(len(body.gossip)))
+        for entry in body.gossip:
+            ip = entry.ip.encode("ascii")
+            parts.append(GOSSIP_FIXED.pack(entry.node_id, entry.port, entry.flags, len(ip)))
+            parts.append(ip)
+    elif kind is Fail:
+        parts.append(body.node_id)
+    elif kind is Jobs:
+        parts.append(U32.pack(len(body.jobs)))
+        for job in body.jobs:
+            parts.append(U32.pack(len(job)))
+            parts.append(job)
+    elif kind is JobIds:
+        parts.append(U32.pack(len(body.items)))
+        parts.extend(ID_AUX.pack(job_id, aux) for job_id, aux in body.items)
+    elif kind is QueueOp:
+        parts.append(QUEUE_OP.pack(body.aux, len(body.queue)))
+        parts.append(body.queue)
+    else:
+        raise TypeError(f"not a bus message body: {kind.__name__}")
+    payload_length = sum(map(len, parts))
+    parts[0] = LENGTH.pack(payload_length)
+    return b"".join(parts)
+
+
+# ------------------------------------------------------------------ decode
+
+def frame_length(prefix: bytes) -> int:
+    """The payload length announced by a frame's first 4 bytes (checked)."""
+    (length,) = LENGTH.unpack(prefix)
+    if length < HEADER.size or length > MAX_FRAME:
+        raise BadFrame(f"frame length {length} out of range")
+    return length
+
+
+def decode(payload: bytes | memoryview) -> tuple[Header, object]:
+    """Header and body of one frame's payload (without the length prefix)."""
+    if len(payload) < HEADER.size:
+        raise BadFrame("frame shorter than its header")
+    signature, kind, mflags, port, flags, sender = HEADER.unpack_from(payload, 0)
+    if signature != SIGNATURE:
+        raise BadFrame("bad signature")
+    if kind not in BODY_KIND:
+        raise BadFrame(f"unknown message type {kind}")
+    if not _NODE_ID.match(sender):
+        raise BadFrame("bad sender node ID")
+    reader = _Reader(payload, HEADER.size)
+    body = _DECODERS[BODY_KIND[kind]](reader)
+    if reader.pos != len(payload):
+        raise BadFrame(f"{TYPE_NAMES[kind]}: {len(payload) - reader.pos} trailing bytes")
+    return Header(kind, bytes(sender), port, flags, mflags), body
+
+
+class _Reader:
+    __slots__ = ("data", "pos")
+
+    def __init__(self, data, pos: int) -> None:
+        self.data = data
+        self.pos = pos
+
+    def take(self, size: int) -> bytes:
+        end = self.pos + size
+        if size < 0 or end > len(self.data):
+            raise BadFrame("frame ends inside a field")
+        chunk = bytes(self.data[self.pos:end])
+        self.pos = end
+        return chunk
+
+    def unpack(self, layout: struct.Struct) -> tuple:
+        return layout.unpack(self.take(layout.size))
+
+    def count(self, layout: struct.Struct, limit: int, item_size: int) -> int:
+        (number,) = self.unpack(layout)
+        if number > limit or number * item_size > len(self.data) - self.pos:
+            raise BadFrame(f"count {number} does not fit the frame")
+        return number
+
+
+def _decode_heartbeat(reader: _Reader) -> Heartbeat:
+    gossip = []
+    for _ in range(reader.count(U16, MAX_GOSSIP, GOSSIP_FIXED.size)):
+        node_id, port, flags, ip_length = reader.unpack(GOSSIP_FIXED)
+        if not _NODE_ID.match(node_id) or ip_length > MAX_IP_LEN:
+            raise BadFrame("bad gossip entry")
+        ip = reader.take(ip_length)
+        if not ip.isascii():
+            raise BadFrame("bad gossip IP")
+        gossip.append(Gossip(node_id, ip.decode("ascii"), port, flags))
+    return Heartbeat(gossip)
+
+
+def _decode_fail(reader: _Reader) -> Fail:
+    node_id = reader.take(NODE_ID_LEN)
+    if not _NODE_ID.match(node_id):
+        raise BadFrame("bad node ID in FAIL")
+    return Fail(node_id)
+
+
+def _decode_jobs(reader: _Reader) -> Jobs:
+    jobs = []
+    for _ in range(reader.count(U32, MAX_FRAME, U32.size)):
+        (length,) = reader.unpack(U32)
+        jobs.append(reader.take(length))
+    return Jobs(jobs)
+
+
+def _decode_job_ids(reader: _Reader) -> JobIds:
+    items = []
+    for _ in range(reader.count(U32, MAX_FRAME, ID_AUX.size)):
+        job_id, aux = reader.unpack(ID_AUX)
+        if not _JOB_ID.match(job_id):
+            raise BadFrame("bad job ID")
+        items.append((job_id, aux))
+    return JobIds(items)
+
+
+def _decode_queue_op(reader: _Reader) -> QueueOp:
+    aux, length = reader.unpack(QUEUE_OP)
+    if length > MAX_QUEUE_NAME:
+        raise BadFrame("queue name too long")
+    return QueueOp(reader.take(length), aux)
+
+
+_DECODERS = {Heartbeat: _decode_heartbeat, Fail: _decode_fail, Jobs: _decode_jobs,
+             JobIds: _decode_job_ids, QueueOp: _decode_queue_op}

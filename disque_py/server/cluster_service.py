@@ -1,0 +1,160 @@
+"""The cluster, running: membership's decisions carried out over the bus.
+
+Owns the Membership state machine and the ClusterBus transport, runs the
+cluster cron (every CRON_PERIOD_MS), turns effects into frames, writes
+nodes.conf (at most once per loop turn, atomically) and keeps the job
+core's view of the cluster (size, reachable peers, leaving) current.
+Messages arriving on the bus are routed here: membership ones to
+Membership; job ones to the job core once it speaks to peers.
+"""
+
+from __future__ import annotations
+
+import os
+
+from disque_py import log
+from disque_py.cluster import messages as msg
+from disque_py.cluster import nodes_conf
+from disque_py.cluster.bus import ClusterBus
+from disque_py.cluster.membership import BUS_PORT_OFFSET, Membership
+from disque_py.core.effects import Connect, DropLink, ReplyOn, SaveConfig, Send
+
+CRON_PERIOD_MS = 100
+HEARTBEAT_TYPES = (msg.PING, msg.PONG, msg.MEET)
+
+
+def load_identity(path: str, port: int, announce_ip: str) -> tuple[bytes, list]:
+    """This node's ID from nodes.conf (made and saved at first start), and
+    every record the file holds."""
+    records = nodes_conf.load(path)
+    if records is None:
+        node_id = nodes_conf.new_node_id()
+        records = [nodes_conf.NodeRecord(node_id, announce_ip, port, {"myself"})]
+        nodes_conf.save(path, records)
+        log.notice("No cluster configuration found, I'm %s", node_id)
+        return node_id.encode(), records
+    myself = next(record for record in records if "myself" in record.flags)
+    log.notice("Node configuration loaded, I'm %s", myself.node_id)
+    return myself.node_id.encode(), records
+
+
+class ClusterService:
+    def __init__(self, runtime, node, config, records: list, announce_ip: str) -> None:
+        self.runtime = runtime
+        self.node = node
+        self.config = config
+        self.config_path = os.path.abspath(config["cluster-config-file"])
+        self.membership = Membership(node.id, config["port"], config["cluster-node-timeout"],
+                                     node.clock, announce_ip)
+        self.membership.load_records(records)
+        self.bus = ClusterBus(self)
+        self._save_scheduled = False
+        self._cron = None
+        config.on_change("cluster-node-timeout", self.membership.set_node_timeout)
+        self.sync_core()
+
+    async def start(self, hosts: list[str | None], port: int) -> None:
+        self.membership.myself.port = port
+        await self.bus.listen(hosts, port + BUS_PORT_OFFSET)
+        self._cron = self.runtime.loop.call_later(CRON_PERIOD_MS / 1000, self._run_cron)
+
+    def stop(self) -> None:
+        if self._cron is not None:
+            self._cron.cancel()
+        self.bus.close()
+        if self._save_scheduled:
+            self.save_config()
+
+    # ------------------------------------------------------------ events
+
+    def _run_cron(self) -> None:
+        self.membership.tick()
+        self.apply_effects()
+        self._cron = self.runtime.loop.call_later(CRON_PERIOD_MS / 1000, self._run_cron)
+
+    def on_link_up(self, node) -> None:
+        self.membership.link_up(node)
+        self.apply_effects()
+
+    def on_link_failed(self, node) -> None:
+        self.membership.link_failed(node)
+        self.apply_effects()
+
+    def on_bus_message(self, link, header: msg.Header, body) -> None:
+        membership = self.membership
+        membership.messages_received += 1
+        if header.type in HEARTBEAT_TYPES:
+            membership.on_heartbeat(link.node, link, link.peer_ip, link.local_ip, header, body)
+        elif header.type == msg.FAIL:
+            membership.on_fail(header, body)
+        self.apply_effects()
+
+    # ------------------------------------------------------------ effects
+
+    def apply_effects(self) -> None:
+        membership = self.membership
+        for effect in membership.take_effects():
+            kind = type(effect)
+            if kind is Send:
+                frame = msg.encode(membership.header(effect.kind, effect.mflags), effect.body)
+                if self.bus.send(effect.node, frame):
+                    membership.messages_sent += 1
+            elif kind is ReplyOn:
+                effect.link.send(msg.encode(membership.header(effect.kind), effect.body))
+                membership.messages_sent += 1
+            elif kind is Connect:
+                self.bus.connect(effect.node, effect.ip, effect.port)
+            elif kind is DropLink:
+                self.bus.drop(effect.node)
+            elif kind is SaveConfig:
+                self._schedule_save()
+        self.sync_core()
+
+    def sync_core(self) -> None:
+        """The job core's view of the cluster."""
+        membership = self.membership
+        node = self.node
+        node.cluster_size = membership.size
+        node.reachable_peers = len(membership.reachable)
+        node.leaving = membership.leaving
+
+    def _schedule_save(self) -> None:
+        if not self._save_scheduled:
+            self._save_scheduled = True
+            self.runtime.loop.call_soon(self.save_config)
+
+    def save_config(self) -> None:
+        """Write nodes.conf now (atomically). Raises OSError on failure."""
+        self._save_scheduled = False
+        nodes_conf.save(self.config_path, self.membership.records())
+
+    # ------------------------------------------------------------ commands
+
+    def reset(self, hard: bool) -> None:
+        """CLUSTER RESET: forget every peer and every job; HARD: a new node ID."""
+        node = self.node
+        node.flush_all()
+        new_id = None
+        if hard:
+            new_id = nodes_conf.new_node_id().encode()
+            node.set_node_id(new_id)
+        self.membership.reset(new_id)
+        self.apply_effects()
+
+    def set_leaving(self, leaving: bool) -> None:
+        self.membership.set_leaving(leaving)
+        self.apply_effects()
+
+    # ------------------------------------------------------------ views
+
+    def info_fields(self) -> list[tuple[str, object]]:
+        membership = self.membership
+        return [
+            ("cluster_state", "ok"),
+            ("cluster_known_nodes", len(membership.nodes)),
+            ("cluster_reachable_nodes", len(membership.reachable)),
+            ("cluster_size", membership.size),
+            ("cluster_stats_messages_sent", membership.messages_sent),
+            ("cluster_stats_messages_received", membership.messages_received),
+            ("cluster_leaving", "yes" if membership.leaving else "no"),
+        ]
