@@ -19,6 +19,7 @@ import sys
 import click
 
 from disque_py import DISQUE_VERSION, __version__, log
+from disque_py.cluster_cli import cluster
 from disque_py.errors import ConfigError
 
 USAGE = """Usage: disque-server [/path/to/disque.conf] [options]
@@ -118,3 +119,6 @@ def server(config_file, port, bind, directory) -> None:
     if bind is not None:
         args += ["--bind", *bind.split()]
     sys.exit(start(config_file, args))
+
+
+main.add_command(cluster)

@@ -136,10 +136,11 @@ class Membership:
         self.reachable = [node for node in self.nodes.values() if not node.flags & unreachable]
 
     def records(self) -> list[NodeRecord]:
-        """What nodes.conf keeps: every node with an address, flags minus MEET."""
+        """What nodes.conf keeps: every node past its handshake (a handshake
+        node has a made-up ID that means nothing after a restart)."""
         return [NodeRecord(node.id.decode(), node.ip, node.port,
                            {name for flag, name in FLAG_NAMES if node.flags & flag})
-                for node in self.nodes.values()]
+                for node in self.nodes.values() if not node.flags & HANDSHAKE]
 
     def load_records(self, records: list[NodeRecord]) -> None:
         """Peers from nodes.conf (myself is already set up by the caller)."""

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from disque_py.commands.args import (ArgReader, check_job_ids, job_ids, parse_int,
                                      parse_scan_options, parse_timeout)
-from disque_py.core.job import DEFAULT_TTL_S, STATE_BY_NAME, STATE_NAMES, Job
+from disque_py.commands.context import Park
+from disque_py.core.job import DEFAULT_TTL_S, STATE_BY_NAME, STATE_NAMES, WAIT_REPL, Job
 from disque_py.errors import CommandError
 from disque_py.resp import Raw
 
@@ -32,8 +33,11 @@ def addjob(server, session, argv):
         async_ = False
     else:
         repl, delay, retry, ttl, maxlen, async_ = _addjob_options(ArgReader(argv, 4))
-    parse_timeout(argv[3])
-    job = server.node.add_job(argv[1], argv[2], repl, delay, retry, ttl, maxlen, async_)
+    timeout = parse_timeout(argv[3])
+    job = server.node.add_job(argv[1], argv[2], repl, delay, retry, ttl, maxlen, async_,
+                              session, timeout)
+    if job.state == WAIT_REPL:
+        return Park(job.extra.waiter)
     return Raw(b"+%b\r\n" % job.id)
 
 

@@ -57,12 +57,16 @@ def _getjob_options(argv: list[bytes]):
 
 
 def render_outcome(waiter, outcome):
-    """The reply for a parked client, from the outcome the core handed back."""
+    """The reply for a parked client, from the outcome the core handed back:
+    GETJOB gets jobs or a null array on timeout; ADDJOB its job ID as a
+    status reply; either may get an error (LEAVING, NOREPL)."""
     if waiter.kind == GETJOB:
         if outcome is TIMED_OUT:
             return NULL_ARRAY
         if isinstance(outcome, list):
             return render_jobs(outcome, waiter.withcounters)
+    elif type(outcome) is bytes:
+        return Raw(b"+%b\r\n" % outcome)
     return outcome
 
 
@@ -161,10 +165,7 @@ def working(server, session, argv):
 
 def pause(server, session, argv):
     """PAUSE queue in|out|all|none|state|bcast ..."""
-    node = server.node
-    q = node.queues.get(argv[1])
-    old_flags = q.flags & PAUSED_ALL if q is not None else 0
-    new_flags, update = 0, False
+    new_flags, update, broadcast = 0, False, False
     for raw in argv[2:]:
         option = raw.lower()
         if option == b"none":
@@ -172,11 +173,9 @@ def pause(server, session, argv):
         elif option in PAUSE_OPTIONS:
             new_flags |= PAUSE_OPTIONS[option]
             update = True
-        elif option not in (b"state", b"bcast"):
+        elif option == b"bcast":
+            broadcast = True
+        elif option != b"state":
             raise CommandError(SYNTAX_ERROR)
-    if q is None and update and old_flags != new_flags:
-        q = node.queue(argv[1])
-    if q is not None and update:
-        node.set_paused(q, new_flags)
-    state = q.flags & PAUSED_ALL if q is not None else 0
+    state = server.node.pause(argv[1], new_flags if update else None, broadcast)
     return Raw(b"+%b\r\n" % PAUSE_STATE_NAMES[state])

@@ -1,20 +1,25 @@
 """Acknowledgements and the garbage collection of acknowledged jobs.
 
-An ACK is a proof of delivery. ACKJOB marks the job acked (out of its
-queue, never re-queued by this node) and starts a GC attempt: once every
-node that may have a copy confirms it knows about the ack, the job is
-deleted everywhere. On a node with no peers that is immediate.
+An ACK is a proof of delivery. ACKJOB marks the job acked here (out of its
+queue, never re-queued by this node) and starts a collection: SETACK goes
+to every node that may have a copy and has not confirmed; each answers
+GOTACK; once all have, DELJOB deletes every copy. Unanswered SETACKs are
+sent again with exponential backoff (1 s doubling to 3 minutes, with
+jitter), until the job's TTL ends everything.
 
 An ACKJOB for an unknown at-least-once ID, in a cluster, leaves a "dummy
 ack": an acked job with no body and no known holders, kept so the ack can
-reach a copy on the other side of a partition. Its expire time comes from
-the TTL encoded in the ID. FASTACK and DELJOB skip the protocol and delete.
+reach a copy on the other side of a partition. Its SETACK goes to every
+node; a node that knows the job takes over the collection; a dummy ack
+nobody knows is dropped once every node said so. Its expire time comes
+from the TTL encoded in the ID. FASTACK and DELJOB skip the protocol.
 """
 
 from __future__ import annotations
 
+from disque_py.cluster import messages as msg
 from disque_py.core.job import (ACKED, GC_RETRY_COUNT_MAX, GC_RETRY_MAX_PERIOD_MS,
-                                GC_RETRY_MIN_PERIOD_MS, Job, intern_spec,
+                                GC_RETRY_MIN_PERIOD_MS, WAIT_REPL, Job, intern_spec,
                                 is_at_most_once_id, ttl_minutes_from_id)
 
 GC_JITTER_MS = 500
@@ -22,6 +27,8 @@ _DUMMY_SPEC = intern_spec(0, 0, 0)
 
 
 class AcksMixin:
+    # ------------------------------------------------------------ commands
+
     def ack_jobs(self, job_ids: list[bytes]) -> int:
         """ACKJOB: returns how many known jobs moved to the acked state."""
         known = 0
@@ -38,51 +45,18 @@ class AcksMixin:
                 self.try_gc(job)
         return known
 
-    def _dummy_ack(self, job_id: bytes) -> Job:
-        now_s = self.clock.now_ms() // 1000
-        job = Job(job_id, None, None, ACKED, _DUMMY_SPEC, 0,
-                  now_s + ttl_minutes_from_id(job_id) * 60, ())
-        self.register(job)
-        self.update_awake(job)
-        return job
-
-    def acknowledge(self, job: Job) -> None:
-        if job.state == ACKED:
-            return
-        self.dequeue(job)
-        job.state = ACKED
-        if job.extra is not None:
-            job.extra.confirmed = None
-
-    def try_gc(self, job: Job) -> None:
-        """Delete an acked job once every node that may have it confirmed."""
-        if job.state != ACKED:
-            return
-        if job.delivered is self._only_me:
-            self.unregister(job)     # the only copy is ours: nobody else to tell
-            return
-        extra = job.more()
-        if extra.gc_retry < GC_RETRY_COUNT_MAX:
-            extra.gc_retry += 1
-        if extra.confirmed is None:
-            extra.confirmed = {self.id}
-        delivered = job.delivered
-        if delivered:
-            done = all(node in extra.confirmed for node in delivered)
-        else:
-            done = self.cluster_size == 1
-        if done:
-            self.unregister(job)
-            return
-        self.update_awake(job, self._next_gc_time(extra.gc_retry))
-
-    def _next_gc_time(self, attempts: int) -> int:
-        period = min(GC_RETRY_MIN_PERIOD_MS << attempts, GC_RETRY_MAX_PERIOD_MS)
-        return self.clock.now_ms() + period + self.clock.jitter(GC_JITTER_MS)
-
     def fast_ack(self, job_ids: list[bytes]) -> int:
-        """FASTACK: delete known jobs at once; returns how many were known."""
-        return self.delete_jobs(job_ids)
+        """FASTACK: delete at once, and ask every node that may have a copy
+        (all of them, for an unknown job) to delete it too, best effort."""
+        deleted = 0
+        for job_id in job_ids:
+            job = self.jobs.get(job_id)
+            targets = self.known_peers if job is None else job.delivered
+            self.send_to(targets, msg.DELJOB, (job_id, 0))
+            if job is not None:
+                self.unregister(job)
+                deleted += 1
+        return deleted
 
     def delete_jobs(self, job_ids: list[bytes]) -> int:
         """DELJOB: forget jobs on this node only, whatever their state."""
@@ -93,3 +67,103 @@ class AcksMixin:
                 self.unregister(job)
                 deleted += 1
         return deleted
+
+    # ------------------------------------------------------------ state
+
+    def _dummy_ack(self, job_id: bytes) -> Job:
+        now_s = self.clock.now_ms() // 1000
+        job = Job(job_id, None, None, ACKED, _DUMMY_SPEC, 0,
+                  now_s + ttl_minutes_from_id(job_id) * 60, ())
+        self.register(job)
+        self.update_awake(job, self._next_gc_time(0))
+        return job
+
+    def acknowledge(self, job: Job) -> None:
+        if job.state == ACKED:
+            return
+        if job.state == WAIT_REPL and not self.replication_achieved(job):
+            return
+        self.dequeue(job)
+        job.state = ACKED
+        if job.extra is not None:
+            job.extra.confirmed = None
+        self.update_awake(job, self._next_gc_time(0))
+
+    def try_gc(self, job: Job) -> None:
+        """Delete an acked job once every node that may have it confirmed;
+        otherwise (re)send SETACK to those that have not."""
+        if job.state != ACKED:
+            return
+        if job.delivered is self._only_me:
+            self.unregister(job)     # the only copy is ours: nobody else to tell
+            return
+        extra = job.more()
+        if extra.gc_retry < GC_RETRY_COUNT_MAX:
+            extra.gc_retry += 1
+        if extra.confirmed is None:
+            extra.confirmed = {self.id}
+        confirmed, delivered = extra.confirmed, job.delivered
+        if (delivered and all(node in confirmed for node in delivered)) \
+                or (not delivered and self.cluster_size == 1):
+            self.unregister(job)
+            return
+        targets = delivered or self.known_peers
+        for node_id in targets:
+            if node_id not in confirmed and node_id != self.id:
+                self.send_setack(node_id, job)
+        self.update_awake(job, self._next_gc_time(extra.gc_retry))
+
+    def send_setack(self, node_id: bytes, job: Job) -> None:
+        self.send(node_id, msg.SETACK, (job.id, len(job.delivered)))
+
+    def _next_gc_time(self, attempts: int) -> int:
+        period = min(GC_RETRY_MIN_PERIOD_MS << attempts, GC_RETRY_MAX_PERIOD_MS)
+        return self.clock.now_ms() + period + self.clock.jitter(GC_JITTER_MS)
+
+    # ------------------------------------------------------------ messages
+
+    def on_setack(self, sender: bytes, mflags: int, job_id: bytes, may_have: int) -> None:
+        """SETACK: mark acked; confirm unless we know more holders than the
+        sender (then the collection is ours to run)."""
+        job = self.jobs.get(job_id)
+        if job is not None:
+            self.acknowledge(job)
+            if self.jobs.get(job_id) is not job:
+                job = None       # it was external: gone from this node
+        if job is None or len(job.delivered) <= may_have:
+            self.send(sender, msg.GOTACK, (job_id, 1 if job is not None else 0))
+            return
+        if may_have == 0:
+            self.send(sender, msg.GOTACK, (job_id, 1))
+        self.try_gc(job)
+
+    def on_gotack(self, sender: bytes, mflags: int, job_id: bytes, known: int) -> None:
+        job = self.jobs.get(job_id)
+        if job is None or job.state != ACKED:
+            return
+        dummy = not job.delivered
+        if dummy and known:
+            self.unregister(job)     # a node that has the job runs the collection
+            return
+        extra = job.more()
+        if known or sender in job.delivered:
+            if sender not in job.delivered:
+                job.delivered = job.delivered + (sender,)
+            if extra.confirmed is not None:
+                extra.confirmed.add(sender)
+        if dummy:
+            if extra.confirmed is None:
+                extra.confirmed = {self.id}
+            extra.confirmed.add(sender)
+            if len(extra.confirmed) >= self.cluster_size:
+                self.unregister(job)  # nobody knows this job: drop the ack
+            return
+        if extra.confirmed is not None and \
+                all(node in extra.confirmed for node in job.delivered):
+            self.send_to(job.delivered, msg.DELJOB, (job.id, 0))
+            self.unregister(job)
+
+    def on_deljob(self, sender: bytes, mflags: int, job_id: bytes, aux: int) -> None:
+        job = self.jobs.get(job_id)
+        if job is not None:
+            self.unregister(job)

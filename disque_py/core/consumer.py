@@ -10,11 +10,13 @@ neither serves nor wakes anyone until the pause is lifted.
 
 from __future__ import annotations
 
+from disque_py.cluster import messages as msg
 from disque_py.core.job import (ACKED, ACTIVE, FLAG_BCAST_WILLQUEUE, QUEUED, RETRY,
                                 Job)
-from disque_py.core.queue import PAUSED_OUT
-from disque_py.core.waiters import GETJOB, Waiter
-from disque_py.errors import AckedError, NoJobError, TooLateError
+from disque_py.core.queue import PAUSED_ALL, PAUSED_OUT
+from disque_py.core.waiters import GETJOB, JOB_REPLICATION, Waiter
+from disque_py.errors import (LEAVING_MESSAGE, AckedError, LeavingError, NoJobError,
+                              TooLateError)
 
 JOB_UNKNOWN = "Job not known in the context of this node."
 JOB_ACKED = "The job is already acknowledged."
@@ -68,7 +70,19 @@ class ConsumerMixin:
 
     def cancel_waiter(self, waiter: Waiter) -> None:
         """The parked client went away: drop its wait without answering."""
-        self.forget_waiter(waiter)
+        if waiter.kind == JOB_REPLICATION and waiter.active:
+            self.abandon_replication(waiter.job, None)
+        else:
+            self.forget_waiter(waiter)
+
+    def release_all_waiters_leaving(self) -> None:
+        """This node is leaving: every parked client is told to go elsewhere."""
+        leaving = LeavingError(LEAVING_MESSAGE)
+        for job in list(self.replicating):
+            self.abandon_replication(job, leaving)
+        for q in list(self.queues.values()):
+            for waiter in list(q.waiters or ()):
+                self.release(waiter, leaving)
 
     def serve_ready(self) -> None:
         """Give one job to each waiter of the queues that received jobs."""
@@ -120,4 +134,29 @@ class ConsumerMixin:
             self.dequeue(job)
         job.flags |= FLAG_BCAST_WILLQUEUE
         self.set_requeue_time(job, self.retry_time(job, now))
+        if job.delivered is not self._only_me:
+            self.announce_working(job)
         return job.spec[RETRY]
+
+    # ------------------------------------------------------------ pausing
+
+    def pause(self, name: bytes, flags: int | None, broadcast: bool) -> int:
+        """PAUSE: set (None: keep) a queue's pause flags; returns them."""
+        q = self.queues.get(name)
+        if q is None and flags:
+            q = self.queue(name)
+        if q is not None and flags is not None:
+            self.set_paused(q, flags)
+        state = q.flags & PAUSED_ALL if q is not None else 0
+        if broadcast:
+            self.send_to(self.known_peers, msg.PAUSE, msg.QueueOp(name, state))
+        return state
+
+    def on_pause(self, sender: bytes, name: bytes, flags: int) -> None:
+        """A peer's PAUSE ... BCAST: take the same pause state."""
+        q = self.queues.get(name)
+        if q is None:
+            if not flags & PAUSED_ALL:
+                return
+            q = self.queue(name)
+        self.set_paused(q, flags & PAUSED_ALL)

@@ -54,3 +54,17 @@ class DropLink(NamedTuple):
 
 class SaveConfig(NamedTuple):
     """The cluster view changed: rewrite nodes.conf (once per loop turn)."""
+
+
+class ToPeer(NamedTuple):
+    """One job-protocol item for a peer, by node ID. The cluster service
+    batches consecutive items of the same kind for a peer into one frame
+    per loop turn, keeping their order, and drops them if there is no link.
+
+    item: serialized job (REPLJOB, YOURJOBS), (job ID, aux) (the job-ID
+    messages), or a cluster.messages.QueueOp (NEEDJOBS, PAUSE)."""
+
+    node_id: bytes
+    kind: int
+    item: Any
+    mflags: int = 0

@@ -32,6 +32,8 @@ from __future__ import annotations
 import binascii
 import hashlib
 import re
+import struct
+from typing import NamedTuple
 
 WAIT_REPL, ACTIVE, QUEUED, ACKED = 0, 1, 2, 3
 STATE_NAMES = (b"wait-repl", b"active", b"queued", b"acked")
@@ -62,13 +64,16 @@ _ID_RE = re.compile(rb"D-[0-9a-fA-F]{8}-[A-Za-z0-9+/]{24}-[0-9a-fA-F]{4}\Z")
 class JobExtra:
     """Per-job state that only some jobs need."""
 
-    __slots__ = ("nacks", "deliveries", "confirmed", "gc_retry")
+    __slots__ = ("nacks", "deliveries", "confirmed", "gc_retry", "waiter", "repl_added_at")
 
     def __init__(self) -> None:
         self.nacks = 0
         self.deliveries = 0
+        # Nodes that confirmed: their copy (wait-repl) or the ack (acked).
         self.confirmed: set[bytes] | None = None
         self.gc_retry = 0
+        self.waiter = None           # the producer parked until copies are made
+        self.repl_added_at = 0       # when the last node was asked for a copy
 
 
 class Job:
@@ -193,3 +198,100 @@ class IdGenerator:
         minutes = minutes | 1 if retry_s > 0 else minutes & ~1
         suffix = self._suffixes[(ttl_s, retry_s > 0)] = b"-%04x" % minutes
         return suffix
+
+
+# ------------------------------------------------------------ serialization
+#
+# A job on the wire (REPLJOB, YOURJOBS) and on disk (the AOF) is:
+#   40 bytes ID, u8 state, u8 flags, u16 repl, u64 ctime, i64 expire time,
+#   u32 delay, u32 retry, u16 nacks, u16 additional deliveries,
+#   u32 queue name length + name, u32 body length + body (NO_BODY for an
+#   ack without body), u16 node count + 40-byte node IDs that may have it.
+# For messages the expire time is the TTL left (seconds, at least 1), so
+# nodes need not agree on the clock; on disk it is absolute.
+
+_FIXED = struct.Struct(">40sBBHQqIIHHI")
+_U32 = struct.Struct(">I")
+_U16 = struct.Struct(">H")
+NO_BODY = 0xFFFFFFFF
+COUNTER_MAX = 0xFFFF
+
+
+class JobRecord(NamedTuple):
+    id: bytes
+    state: int
+    flags: int
+    repl: int
+    ctime: int
+    etime: int
+    delay: int
+    retry: int
+    nacks: int
+    deliveries: int
+    queue: bytes
+    body: bytes | None
+    delivered: tuple
+
+
+def serialize_job(job: Job, now_s: int | None = None) -> bytes:
+    """The job's bytes; with `now_s`, for a message (relative expire time)."""
+    flags = job.flags
+    etime = job.etime
+    if now_s is not None:
+        etime = max(etime - now_s + 1, 1)
+        flags &= ~FLAG_DELIVERED          # a local fact, not the receiver's
+    repl, delay, retry = job.spec
+    body = job.body
+    queue = job.queue or b""
+    return b"".join((
+        _FIXED.pack(job.id, job.state, flags, repl, job.ctime, etime, delay, retry,
+                    min(job.nacks, COUNTER_MAX), min(job.deliveries, COUNTER_MAX), len(queue)),
+        queue,
+        _U32.pack(NO_BODY if body is None else len(body)),
+        body or b"",
+        _U16.pack(len(job.delivered)),
+        *job.delivered,
+    ))
+
+
+def deserialize_job(data: bytes, now_s: int | None = None) -> JobRecord:
+    """Parse serialize_job's bytes; with `now_s`, a message's relative time
+    becomes absolute. ValueError on anything malformed."""
+    try:
+        fields = _FIXED.unpack_from(data, 0)
+        pos = _FIXED.size
+        queue_len = fields[10]
+        queue = data[pos:pos + queue_len]
+        pos += queue_len
+        (body_len,) = _U32.unpack_from(data, pos)
+        pos += 4
+        body = None
+        if body_len != NO_BODY:
+            body = data[pos:pos + body_len]
+            pos += body_len
+        (count,) = _U16.unpack_from(data, pos)
+        pos += 2
+        delivered = tuple(data[pos + 40 * i:pos + 40 * (i + 1)] for i in range(count))
+        pos += 40 * count
+    except struct.error as error:
+        raise ValueError(f"truncated job: {error}") from None
+    if pos != len(data) or len(queue) != queue_len or (body is not None and len(body) != body_len):
+        raise ValueError("job length does not match its fields")
+    job_id, state, flags, repl, ctime, etime, delay, retry, nacks, deliveries, _ = fields
+    if not is_valid_id(job_id) or state > ACKED:
+        raise ValueError("bad job ID or state")
+    if now_s is not None:
+        etime += now_s
+    return JobRecord(job_id, state, flags, repl, ctime, etime, delay, retry, nacks,
+                     deliveries, queue, body, delivered)
+
+
+def compare_node_ids_by_job(node_a: bytes, node_b: bytes, job_id: bytes) -> int:
+    """Which of two nodes wins a re-queue race for this job (>0: node_a).
+
+    Node IDs are mixed with the job's random part first, so the same node
+    does not always win: the comparison depends on the job."""
+    mix = job_id[11:35]
+    a = bytes(x ^ mix[i % 24] for i, x in enumerate(node_a))
+    b = bytes(x ^ mix[i % 24] for i, x in enumerate(node_b))
+    return (a > b) - (a < b)

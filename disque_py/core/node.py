@@ -37,10 +37,16 @@ from disque_py.core.job import (ACKED, ACTIVE, FLAG_BCAST_QUEUED, FLAG_BCAST_WIL
 from disque_py.core.queue import PAUSED_IN, PAUSED_OUT, Queue
 from disque_py.core.scantable import ScanTable
 from disque_py.core.schedule import AwakeSchedule
-from disque_py.core.waiters import TIMED_OUT, Deadlines
+from disque_py.core.waiters import GETJOB, JOB_REPLICATION, TIMED_OUT, Deadlines
+from disque_py.cluster import messages as msg
 from disque_py.core.acks import AcksMixin
 from disque_py.core.consumer import ConsumerMixin
+from disque_py.core.peers import PeersMixin
 from disque_py.core.producer import JOB_MEMORY_OVERHEAD, ProducerMixin
+from disque_py.core.replication import (REMOVED_BEFORE_COPIES, REPLICATION_RETRY_MS,
+                                        ReplicationMixin)
+from disque_py.core.requeue import RequeueMixin
+from disque_py.errors import NoReplError
 
 QUEUE_MAX_IDLE_S = 5 * 60
 AWAKE_BATCH = 2000            # jobs handled per timer slice, so clients interleave
@@ -49,7 +55,8 @@ DEFAULT_MAXMEMORY = 1024 ** 3
 UNLIMITED_MEMORY = 1 << 62
 
 
-class Node(ProducerMixin, ConsumerMixin, AcksMixin):
+class Node(ProducerMixin, ConsumerMixin, AcksMixin, ReplicationMixin, RequeueMixin,
+           PeersMixin):
     def __init__(self, node_id: bytes, clock: Clock | None = None,
                  id_seed: bytes | None = None) -> None:
         self.clock = clock = clock or Clock()
@@ -68,10 +75,14 @@ class Node(ProducerMixin, ConsumerMixin, AcksMixin):
         self._evict_cursor = 0
         self._graveyard: list = []               # flushed containers, freed in slices
         self.stats_jobs_created = 0
-        # Cluster view; the membership layer keeps these current.
+        self._rng = clock.random
+        # Cluster view; the membership layer keeps it current (set_cluster_view).
         self.cluster_size = 1
+        self.known_peers: set[bytes] = set()     # every other node past handshake
+        self.reachable: list[bytes] = []         # peers we can talk to now
         self.reachable_peers = 0
         self.leaving = False
+        self.replicating: dict[Job, None] = {}   # jobs whose producer awaits copies
         self.set_node_id(node_id, id_seed)
 
     def set_node_id(self, node_id: bytes, id_seed: bytes | None = None) -> None:
@@ -129,6 +140,10 @@ class Node(ProducerMixin, ConsumerMixin, AcksMixin):
 
     def unregister(self, job: Job) -> bool:
         """Forget a job completely (any state). False if it was not known."""
+        if job.state == WAIT_REPL and self.jobs.get(job.id) is job:
+            # Its producer still waits: answer it, and delete the copies.
+            self.abandon_replication(job, NoReplError(REMOVED_BEFORE_COPIES))
+            return True
         if self.jobs.pop(job.id) is None:
             return False
         body = job.body
@@ -180,11 +195,13 @@ class Node(ProducerMixin, ConsumerMixin, AcksMixin):
             now = self._now_ms()
         job.state = QUEUED
         if flags & FLAG_BCAST_QUEUED or nack:
-            # A re-queue: count it. (With peers, QUEUED tells them to count too.)
+            # A re-queue: count it, and tell the other holders (they count too).
             if nack:
                 job.more().nacks += 1
             else:
                 job.more().deliveries += 1
+            if job.delivered is not self._only_me:
+                self.announce_queued(job, nack)
         if retry:
             job.flags = flags | FLAG_BCAST_WILLQUEUE | FLAG_BCAST_QUEUED
             # now + retry + Clock.jitter(TIME_ERROR_MS), inlined
@@ -239,21 +256,25 @@ class Node(ProducerMixin, ConsumerMixin, AcksMixin):
 
     def next_wakeup(self) -> int | None:
         """The earliest time the node has something to do, or None."""
+        now = self.clock.now_ms()
         if self._graveyard:
-            return self.clock.now_ms()
-        job_due = self.schedule.next_due()
-        client_due = self.deadlines.next_due()
-        if job_due is None:
-            return client_due
-        if client_due is None or job_due < client_due:
-            return job_due
-        return client_due
+            return now
+        candidates = [self.schedule.next_due(), self.deadlines.next_due()]
+        if self.replicating:
+            candidates.append(now + REPLICATION_RETRY_MS)
+        due = [at for at in candidates if at is not None]
+        return min(due) if due else None
 
     def tick(self, limit: int = AWAKE_BATCH) -> bool:
         """Run due timers (up to `limit` jobs). True if more are already due."""
         now = self.clock.now_ms()
         for waiter in self.deadlines.pop_expired(now):
-            self.release(waiter, TIMED_OUT)
+            if waiter.kind == JOB_REPLICATION:
+                self.replication_timed_out(waiter)
+            else:
+                self.release(waiter, TIMED_OUT)
+        if self.replicating:
+            self.tick_replication(now)
         due = self.schedule.pop_due(now, limit)
         for job in due:
             self.process_job(job, now)
@@ -271,6 +292,8 @@ class Node(ProducerMixin, ConsumerMixin, AcksMixin):
         state = job.state
         if state == ACTIVE or state == QUEUED:
             if job.flags & FLAG_BCAST_WILLQUEUE and job.qtime - WILLQUEUE_ADVANCE_MS <= now:
+                if state != QUEUED and job.delivered is not self._only_me:
+                    self.announce_willqueue(job)
                 job.flags &= ~FLAG_BCAST_WILLQUEUE
             if state == ACTIVE and job.qtime <= now:
                 q = self.queues.get(job.queue)
@@ -356,3 +379,17 @@ class Node(ProducerMixin, ConsumerMixin, AcksMixin):
         effects = self.effects
         self.effects = []
         return effects
+
+
+Node._PEER_HANDLERS = {
+    msg.REPLJOB: Node.on_repljob,
+    msg.GOTJOB: Node.on_gotjob,
+    msg.ENQUEUE: Node.on_enqueue_message,
+    msg.QUEUED: Node.on_queued,
+    msg.WORKING: Node.on_working,
+    msg.WILLQUEUE: Node.on_willqueue,
+    msg.SETACK: Node.on_setack,
+    msg.GOTACK: Node.on_gotack,
+    msg.DELJOB: Node.on_deljob,
+    msg.PAUSE: Node.on_pause,
+}

@@ -15,6 +15,7 @@ from __future__ import annotations
 from disque_py.core.job import (ACTIVE, DEFAULT_RETRY_MAX_S, WAIT_REPL, Job,
                                 intern_spec)
 from disque_py.core.job import _specs as _SPECS
+from disque_py.cluster import messages as msg
 from disque_py.core.queue import PAUSED_IN
 
 JOB_MEMORY_OVERHEAD = 420     # estimated bytes per job beyond its body
@@ -40,9 +41,11 @@ class ProducerMixin:
     _etime_cache: tuple = (0, 0, 0)
 
     def add_job(self, queue: bytes, body: bytes, repl: int | None, delay: int,
-                retry: int | None, ttl: int, maxlen: int, async_: bool) -> Job:
-        """Create a job. It comes back queued (or active, when delayed);
-        in wait-repl state when the caller must wait for its copies."""
+                retry: int | None, ttl: int, maxlen: int, async_: bool,
+                client=None, timeout_ms: int = 0) -> Job:
+        """Create a job. It comes back queued (or active, when delayed), or
+        in wait-repl state with job.extra.waiter parked for `client` when
+        the producer must wait for its copies (timeout 0: no deadline)."""
         if repl is None:
             repl = self.cluster_size if self.cluster_size < MAX_DEFAULT_REPLICATION \
                 else MAX_DEFAULT_REPLICATION
@@ -78,15 +81,29 @@ class ProducerMixin:
         job = Job(self.ids.next_id(ttl, retry), queue, body, WAIT_REPL, spec, ctime, etime,
                   () if external else self._only_me)
         job.qtime = now + (delay or retry) * 1000
-        if not self.jobs.add(job.id, job):
-            raise CommandError(ID_COLLISION)
-        self.used_memory += JOB_MEMORY_OVERHEAD + len(body)
+        extra_copies = repl if external else repl - 1
+        keep_copy = not (async_ and external)
+        if keep_copy:
+            if not self.jobs.add(job.id, job):
+                raise CommandError(ID_COLLISION)
+            self.used_memory += JOB_MEMORY_OVERHEAD + len(body)
         self.stats_jobs_created += 1
+        if extra_copies and not async_:
+            self.wait_for_copies(job, client, now + timeout_ms if timeout_ms else 0,
+                                 extra_copies, external, now)
+            return job
         if delay == 0:
-            self.enqueue(job, False, now, q)
+            if not external:
+                self.enqueue(job, False, now, q)
         else:
             job.state = ACTIVE
-            self.update_awake(job)
+            if keep_copy:
+                self.update_awake(job)
+        if extra_copies:
+            self.replicate(job, extra_copies, noreply=True)
+        if not keep_copy and job.delivered:
+            # No copy here: ask one holder to queue it first.
+            self.send(self._rng.choice(job.delivered), msg.ENQUEUE, (job.id, delay))
         return job
 
     def _refuse_replication(self, repl: int, external: bool) -> None:

@@ -17,10 +17,13 @@ from disque_py.cluster import messages as msg
 from disque_py.cluster import nodes_conf
 from disque_py.cluster.bus import ClusterBus
 from disque_py.cluster.membership import BUS_PORT_OFFSET, Membership
-from disque_py.core.effects import Connect, DropLink, ReplyOn, SaveConfig, Send
+from disque_py.cluster.membership import HANDSHAKE
+from disque_py.core.effects import Connect, DropLink, ReplyOn, SaveConfig, Send, ToPeer
 
 CRON_PERIOD_MS = 100
 HEARTBEAT_TYPES = (msg.PING, msg.PONG, msg.MEET)
+JOB_LIST_TYPES = (msg.REPLJOB, msg.YOURJOBS)
+QUEUE_OP_TYPES = (msg.NEEDJOBS, msg.PAUSE)
 
 
 def load_identity(path: str, port: int, announce_ip: str) -> tuple[bytes, list]:
@@ -48,6 +51,7 @@ class ClusterService:
                                      node.clock, announce_ip)
         self.membership.load_records(records)
         self.bus = ClusterBus(self)
+        self._outbox: dict[bytes, list] = {}     # node ID -> [[kind, mflags, items]...]
         self._save_scheduled = False
         self._cron = None
         config.on_change("cluster-node-timeout", self.membership.set_node_timeout)
@@ -87,7 +91,43 @@ class ClusterService:
             membership.on_heartbeat(link.node, link, link.peer_ip, link.local_ip, header, body)
         elif header.type == msg.FAIL:
             membership.on_fail(header, body)
+        else:
+            sender = membership.nodes.get(header.sender)
+            if sender is not None and not sender.flags & HANDSHAKE:   # known nodes only
+                self.node.on_peer_message(header.sender, header.type, header.mflags, body)
+                self.runtime.apply_effects()
         self.apply_effects()
+
+    # ------------------------------------------------------------ job messages
+
+    def post(self, item: ToPeer) -> None:
+        """Queue a job-protocol item; consecutive items of one kind for one
+        peer leave in one frame at the end of this loop turn, in order."""
+        if not self._outbox:
+            self.runtime.loop.call_soon(self._flush_outbox)
+        runs = self._outbox.setdefault(item.node_id, [])
+        if runs and runs[-1][0] == item.kind and runs[-1][1] == item.mflags \
+                and item.kind not in QUEUE_OP_TYPES:
+            runs[-1][2].append(item.item)
+        else:
+            runs.append([item.kind, item.mflags, [item.item]])
+
+    def _flush_outbox(self) -> None:
+        outbox, self._outbox = self._outbox, {}
+        membership = self.membership
+        for node_id, runs in outbox.items():
+            node = membership.nodes.get(node_id)
+            if node is None:
+                continue
+            for kind, mflags, items in runs:
+                if kind in JOB_LIST_TYPES:
+                    body = msg.Jobs(items)
+                elif kind in QUEUE_OP_TYPES:
+                    body = items[0]
+                else:
+                    body = msg.JobIds(items)
+                if self.bus.send(node, msg.encode(membership.header(kind, mflags), body)):
+                    membership.messages_sent += 1
 
     # ------------------------------------------------------------ effects
 
@@ -109,14 +149,15 @@ class ClusterService:
             elif kind is SaveConfig:
                 self._schedule_save()
         self.sync_core()
+        if self.node.effects:        # a new view may release parked clients
+            self.runtime.apply_effects()
 
     def sync_core(self) -> None:
         """The job core's view of the cluster."""
         membership = self.membership
-        node = self.node
-        node.cluster_size = membership.size
-        node.reachable_peers = len(membership.reachable)
-        node.leaving = membership.leaving
+        known = {node.id for node in membership.peers() if not node.flags & HANDSHAKE}
+        reachable = [node.id for node in membership.reachable if node.linked]
+        self.node.set_cluster_view(membership.size, known, reachable, membership.leaving)
 
     def _schedule_save(self) -> None:
         if not self._save_scheduled:

@@ -28,7 +28,7 @@ import time
 
 from disque_py import DISQUE_VERSION, log
 from disque_py.commands.queues import render_outcome
-from disque_py.core.effects import Unblock
+from disque_py.core.effects import ToPeer, Unblock
 from disque_py.core.node import Node
 from disque_py.server.cluster_service import ClusterService, load_identity
 from disque_py.server.protocol import ClientConnection
@@ -124,8 +124,12 @@ class Runtime:
             self.request_shutdown(mode, session)
 
     def apply_effects(self) -> None:
+        post = self.cluster.post
         for effect in self.node.take_effects():
-            if type(effect) is Unblock:
+            kind = type(effect)
+            if kind is ToPeer:
+                post(effect)
+            elif kind is Unblock:
                 waiter = effect.waiter
                 session = waiter.client
                 session.parked = None

@@ -1,0 +1,54 @@
+"""How the job core talks to the other nodes: outgoing items and the
+dispatch of incoming ones.
+
+The core never sees links or frames. It addresses peers by node ID and
+emits ToPeer effects; the cluster service batches and sends them, best
+effort (a node without a link just misses the message, as in Disque: the
+protocol is built to survive lost messages). Incoming job messages arrive
+here already decoded and from a known sender; every handler tolerates
+duplicates, reordering, unknown jobs and jobs in any state.
+"""
+
+from __future__ import annotations
+
+from disque_py.cluster import messages as msg
+from disque_py.core.effects import ToPeer
+
+
+class PeersMixin:
+    def set_cluster_view(self, size: int, known: set[bytes], reachable: list[bytes],
+                         leaving: bool) -> None:
+        """The membership layer's view, pushed after every change."""
+        self.cluster_size = size
+        self.known_peers = known
+        self.reachable = reachable
+        self.reachable_peers = len(reachable)
+        was_leaving, self.leaving = self.leaving, leaving
+        if leaving and not was_leaving:
+            self.release_all_waiters_leaving()
+
+    def send(self, node_id: bytes, kind: int, item, mflags: int = 0) -> None:
+        self.effects.append(ToPeer(node_id, kind, item, mflags))
+
+    def send_to(self, nodes, kind: int, item, mflags: int = 0) -> None:
+        """To every node listed, except this one."""
+        me = self.id
+        append = self.effects.append
+        for node_id in nodes:
+            if node_id != me:
+                append(ToPeer(node_id, kind, item, mflags))
+
+    def on_peer_message(self, sender: bytes, kind: int, mflags: int, body) -> None:
+        """A job-protocol message from a known node."""
+        handler = self._PEER_HANDLERS.get(kind)
+        if handler is None:
+            return
+        if kind in (msg.REPLJOB, msg.YOURJOBS):
+            handler(self, sender, mflags, body.jobs)
+        elif kind in (msg.NEEDJOBS, msg.PAUSE):
+            handler(self, sender, body.queue, body.aux)
+        else:
+            for job_id, aux in body.items:
+                handler(self, sender, mflags, job_id, aux)
+        if self.ready:
+            self.serve_ready()

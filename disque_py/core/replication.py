@@ -1,0 +1,193 @@
+"""Synchronous replication: ADDJOB waits until REPLICATE copies exist.
+
+The producing node keeps a copy (unless it is leaving or short of memory:
+then every copy is external) and sends REPLJOB to repl-1 (or repl) random
+reachable peers; each answers GOTJOB. When enough copies are confirmed the
+producer gets the ID and only then is the job queued, here only: the other
+copies stay active, ready to re-queue it if nobody acknowledges it in time.
+While copies are missing, every REPLICATION_RETRY_MS one more node is asked
+and REPLJOB is sent again to the nodes that have not answered, so slow or
+lost nodes do not stall ADDJOB. If the producer's timeout passes first, or
+it goes away, or the job expires, the job is deleted here and DELJOB is
+sent to every node that may have got a copy (best effort).
+"""
+
+from __future__ import annotations
+
+from disque_py.cluster import messages as msg
+from disque_py.core.job import (ACTIVE, FLAG_BCAST_QUEUED, FLAG_BCAST_WILLQUEUE, QUEUED,
+                                TIME_ERROR_MS, WAIT_REPL, Job, deserialize_job,
+                                intern_spec, serialize_job)
+from disque_py.core.queue import PAUSED_IN
+from disque_py.core.waiters import JOB_REPLICATION, Waiter
+from disque_py.errors import NoReplError
+
+REPLICATION_RETRY_MS = 50
+TIMEOUT_BEFORE_COPIES = "Timeout reached before replicating to the requested number of nodes"
+REMOVED_BEFORE_COPIES = ("job removed (expired?) before the requested replication "
+                         "level was achieved")
+
+
+class ReplicationMixin:
+    # ------------------------------------------------------------ producer
+
+    def wait_for_copies(self, job: Job, client, deadline_ms: int, extra_copies: int,
+                        external: bool, now: int) -> None:
+        """Park the producer on `job` and ask peers for the copies."""
+        extra = job.more()
+        extra.confirmed = set() if external else {self.id}
+        waiter = Waiter(client, JOB_REPLICATION, deadline_ms)
+        waiter.job = job
+        extra.waiter = waiter
+        self.deadlines.add(waiter)
+        self.blocked_clients += 1
+        self.replicating[job] = None
+        self.replicate(job, extra_copies, noreply=False)
+        extra.repl_added_at = now
+
+    def replicate(self, job: Job, count: int, noreply: bool) -> int:
+        """Add up to `count` new holders and (re)send REPLJOB to every holder
+        that has not confirmed. Returns how many holders were added."""
+        delivered = list(job.delivered)
+        added = 0
+        if count > 0:
+            candidates = list(self.reachable)
+            self._rng.shuffle(candidates)
+            for peer in candidates:
+                if peer not in delivered:
+                    delivered.append(peer)
+                    added += 1
+                    if added == count:
+                        break
+            if added:
+                job.delivered = tuple(delivered)
+        payload = serialize_job(job, self.clock.now_ms() // 1000)
+        confirmed = job.extra.confirmed if job.extra is not None else None
+        for node_id in delivered:
+            if node_id == self.id:
+                continue
+            acked = confirmed is not None and node_id in confirmed
+            if acked and not added:
+                continue        # nothing new to tell a node that has its copy
+            self.send(node_id, msg.REPLJOB, payload,
+                      msg.MSG_NOREPLY if noreply or acked else 0)
+        return added
+
+    def tick_replication(self, now: int) -> None:
+        for job in list(self.replicating):
+            extra = job.extra
+            if now - extra.repl_added_at >= REPLICATION_RETRY_MS:
+                self.replicate(job, 1, noreply=False)
+                extra.repl_added_at = now
+
+    def replication_achieved(self, job: Job) -> bool:
+        """Enough copies: answer the producer, queue the job (here, unless
+        every copy is external). False if the job left this node."""
+        job.state = ACTIVE
+        self.replicating.pop(job, None)
+        extra = job.more()
+        waiter, extra.waiter = extra.waiter, None
+        if waiter is not None:
+            self.release(waiter, job.id)
+        if self.id not in job.delivered:
+            holders = sorted(extra.confirmed or ())
+            if holders:
+                self.send(self._rng.choice(holders), msg.ENQUEUE, (job.id, job.spec[1]))
+            self.unregister(job)
+            return False
+        extra.confirmed = None
+        if job.spec[1] == 0:
+            self.enqueue(job)
+        else:
+            self.update_awake(job)
+        return True
+
+    def abandon_replication(self, job: Job, outcome) -> None:
+        """Give up waiting for copies: delete the job everywhere (best
+        effort) and answer the producer with `outcome` (None: it is gone)."""
+        self.replicating.pop(job, None)
+        extra = job.more()
+        waiter, extra.waiter = extra.waiter, None
+        job.state = ACTIVE
+        self.send_to(job.delivered, msg.DELJOB, (job.id, 0))
+        self.unregister(job)
+        if waiter is not None:
+            if outcome is None:
+                self.forget_waiter(waiter)
+            else:
+                self.release(waiter, outcome)
+
+    def replication_timed_out(self, waiter: Waiter) -> None:
+        self.abandon_replication(waiter.job, NoReplError(TIMEOUT_BEFORE_COPIES))
+
+    # ------------------------------------------------------------ holders
+
+    def on_repljob(self, sender: bytes, mflags: int, jobs: list[bytes]) -> None:
+        """REPLJOB: keep a copy and confirm it (unless leaving or full)."""
+        if self.leaving or self.used_memory > self.memory_warn_at:
+            return
+        now = self.clock.now_ms()
+        for data in jobs:
+            try:
+                record = deserialize_job(data, now // 1000)
+            except ValueError:
+                return
+            q = self.queues.get(record.queue)
+            if q is not None and q.flags & PAUSED_IN:
+                continue
+            job = self.jobs.get(record.id)
+            if job is None:
+                self._adopt(record, now)
+            else:
+                self._learn_holders(job, record.delivered)
+            if not mflags & msg.MSG_NOREPLY:
+                self.send(sender, msg.GOTJOB, (record.id, 0))
+
+    def _adopt(self, record, now: int, state: int = ACTIVE) -> Job:
+        """A copy received from a peer becomes a local job."""
+        spec = intern_spec(record.repl, record.delay, record.retry)
+        job = Job(record.id, record.queue, record.body, state, spec, record.ctime,
+                  record.etime, self._known_holders(record.delivered))
+        job.flags = FLAG_BCAST_QUEUED
+        if record.retry:
+            job.flags |= FLAG_BCAST_WILLQUEUE
+            job.qtime = (now + (record.delay + record.retry) * 1000
+                         + self.clock.jitter(TIME_ERROR_MS))
+        if record.nacks or record.deliveries:
+            extra = job.more()
+            extra.nacks, extra.deliveries = record.nacks, record.deliveries
+        self.register(job)
+        self.update_awake(job)
+        return job
+
+    def _known_holders(self, delivered) -> tuple:
+        known, me = self.known_peers, self.id
+        return tuple(node for node in delivered if node == me or node in known)
+
+    def _learn_holders(self, job: Job, delivered) -> None:
+        extra = [node for node in self._known_holders(delivered) if node not in job.delivered]
+        if extra and job.delivered:
+            job.delivered = job.delivered + tuple(extra)
+
+    def on_gotjob(self, sender: bytes, mflags: int, job_id: bytes, aux: int) -> None:
+        job = self.jobs.get(job_id)
+        if job is None or job.state != WAIT_REPL:
+            return
+        confirmed = job.more().confirmed
+        confirmed.add(sender)
+        if len(confirmed) >= job.spec[0]:
+            self.replication_achieved(job)
+
+    def on_enqueue_message(self, sender: bytes, mflags: int, job_id: bytes, delay: int) -> None:
+        """ENQUEUE: the producer kept no copy and asks us to queue it first."""
+        job = self.jobs.get(job_id)
+        if job is None or job.state >= QUEUED:
+            return
+        q = self.queues.get(job.queue)
+        if q is not None and q.flags & PAUSED_IN:
+            return
+        job.flags &= ~FLAG_BCAST_QUEUED
+        if delay == 0:
+            self.enqueue(job)
+        else:
+            self.set_requeue_time(job, self.clock.now_ms() + delay * 1000)

@@ -1,0 +1,68 @@
+"""Re-queueing across nodes: the messages that keep copies from being
+queued twice, best effort.
+
+Every holder re-queues an unacknowledged job when its retry time comes.
+To avoid delivering it twice, 500 ms before that a holder sends WILLQUEUE
+to the others; a node that has the job queued answers QUEUED, and one that
+has it acked answers SETACK. A node that queues a job again sends QUEUED;
+holders that receive it push their own re-queue time forward, and one that
+has it queued too drops it if the sender wins the job-specific comparison
+of node IDs. WORKING (a consumer is still on it) moves re-queue times
+forward everywhere and takes the job out of every queue.
+"""
+
+from __future__ import annotations
+
+from disque_py.cluster import messages as msg
+from disque_py.core.job import (ACKED, ACTIVE, FLAG_BCAST_WILLQUEUE, QUEUED, RETRY,
+                                compare_node_ids_by_job)
+
+
+class RequeueMixin:
+    def announce_queued(self, job, nack: bool) -> None:
+        flags = msg.MSG_INCR_NACKS if nack else msg.MSG_INCR_DELIV
+        self.send_to(job.delivered, msg.QUEUED, (job.id, 0), flags)
+
+    def announce_willqueue(self, job) -> None:
+        self.send_to(job.delivered, msg.WILLQUEUE, (job.id, 0))
+
+    def announce_working(self, job) -> None:
+        self.send_to(job.delivered, msg.WORKING, (job.id, 0))
+
+    def on_queued(self, sender: bytes, mflags: int, job_id: bytes, aux: int) -> None:
+        self._postpone(sender, mflags, job_id, working=False)
+
+    def on_working(self, sender: bytes, mflags: int, job_id: bytes, aux: int) -> None:
+        self._postpone(sender, mflags, job_id, working=True)
+
+    def _postpone(self, sender: bytes, mflags: int, job_id: bytes, working: bool) -> None:
+        job = self.jobs.get(job_id)
+        if job is None:
+            return
+        if job.state == ACKED:
+            self.send_setack(sender, job)     # they re-queued what was delivered
+            return
+        if job.state == QUEUED and (working or
+                                    compare_node_ids_by_job(sender, self.id, job.id) > 0):
+            self.dequeue(job)
+        if job.spec[RETRY]:
+            job.flags |= FLAG_BCAST_WILLQUEUE
+            self.set_requeue_time(job, self.retry_time(job, self.clock.now_ms()))
+        if not working and mflags & (msg.MSG_INCR_NACKS | msg.MSG_INCR_DELIV):
+            extra = job.more()
+            if mflags & msg.MSG_INCR_NACKS:
+                extra.nacks += 1
+            if mflags & msg.MSG_INCR_DELIV:
+                extra.deliveries += 1
+
+    def on_willqueue(self, sender: bytes, mflags: int, job_id: bytes, aux: int) -> None:
+        job = self.jobs.get(job_id)
+        if job is None:
+            return
+        if job.state in (ACTIVE, QUEUED):
+            if sender not in job.delivered and job.delivered:
+                job.delivered = job.delivered + (sender,)
+            if job.state == QUEUED:
+                self.send_to(job.delivered, msg.QUEUED, (job.id, 0))
+        elif job.state == ACKED:
+            self.send_setack(sender, job)
