@@ -14,6 +14,7 @@ in a single write.
 from __future__ import annotations
 
 import asyncio
+import time
 
 from disque_py import log
 from disque_py.cluster import messages as msg
@@ -35,6 +36,8 @@ class BusLink(asyncio.Protocol):
         self._needed = 0             # payload length of the frame being read
         self._pending: list[bytes] = []
         self.closed = False
+        self.generation = 0
+        self.last_data = time.monotonic()
 
     def connection_made(self, transport) -> None:
         self.transport = transport
@@ -47,6 +50,7 @@ class BusLink(asyncio.Protocol):
             self.bus.inbound.add(self)
 
     def data_received(self, data: bytes) -> None:
+        self.last_data = time.monotonic()
         buffer = self._buffer
         buffer += data
         try:
@@ -104,20 +108,25 @@ class ClusterBus:
                                                    reuse_address=True)
             self.servers.append(server)
 
-    def connect(self, node, ip: str, port: int) -> None:
-        self.loop.create_task(self._connect(node, ip, port))
+    def connect(self, node, ip: str, port: int, generation: int) -> None:
+        self.loop.create_task(self._connect(node, ip, port, generation))
 
-    async def _connect(self, node, ip: str, port: int) -> None:
+    async def _connect(self, node, ip: str, port: int, generation: int) -> None:
         try:
             _, link = await asyncio.wait_for(
                 self.loop.create_connection(lambda: BusLink(self, node), ip, port),
                 CONNECT_TIMEOUT_S)
         except (OSError, asyncio.TimeoutError):
-            self.runtime.on_link_failed(node)
+            self.runtime.on_link_failed(node, generation)
+            return
+        if not self.runtime.wants_link(node, generation):
+            link.node = None          # stale: for a forgotten node or an old address
+            link.close()
             return
         old = self.links.get(node)
         if old is not None:
             old.close()
+        link.generation = generation
         self.links[node] = link
         self.runtime.on_link_up(node)
 
@@ -141,7 +150,15 @@ class ClusterBus:
         node = link.node
         if node is not None and self.links.get(node) is link:
             del self.links[node]
-            self.runtime.on_link_failed(node)
+            self.runtime.on_link_failed(node, link.generation)
+
+    def close_idle_inbound(self, idle_s: float) -> None:
+        """Inbound links carry the peer's PINGs; one silent this long is dead."""
+        limit = time.monotonic() - idle_s
+        for link in list(self.inbound):
+            if link.last_data < limit:
+                log.verbose("Closing idle cluster bus link from %s", link.peer_ip)
+                link.close()
 
     def close(self) -> None:
         for server in self.servers:

@@ -7,7 +7,8 @@ few known nodes, and a node heard of from a known sender is met in turn, so
 a chain of MEETs ends in a full mesh.
 
 Failure detection, Disque's rule: a node that has not answered a PING within
-cluster-node-timeout is PFAIL (possibly failing) here. Other nodes report
+cluster-node-timeout, and sent nothing else meanwhile, is PFAIL (possibly
+failing) here; anything it sends clears that. Other nodes report
 their PFAIL/FAIL views in gossip; when this node sees it as PFAIL and the
 reports plus itself reach a majority of the cluster size, it flags it FAIL
 and tells everyone (FAIL message). A node that answers again is cleared.
@@ -41,7 +42,7 @@ FAIL_REPORT_VALIDITY_MULT = 2
 HANDSHAKE_TIMEOUT_MIN_MS = 1000
 BLACKLIST_TTL_MS = 60_000
 RECONNECT_MIN_MS = 100
-RECONNECT_MAX_MS = 1000
+RECONNECT_MAX_MS = 500
 GOSSIP_MIN_ENTRIES = 3
 PING_RANDOM_EVERY_TICKS = 10
 PING_RANDOM_SAMPLE = 5
@@ -49,8 +50,8 @@ PING_RANDOM_SAMPLE = 5
 
 class ClusterNode:
     __slots__ = ("id", "ip", "port", "flags", "ctime", "ping_sent", "pong_received",
-                 "fail_time", "fail_reports", "linked", "link_since", "connecting",
-                 "next_connect", "backoff")
+                 "data_received", "fail_time", "fail_reports", "linked", "link_since",
+                 "connecting", "next_connect", "backoff", "link_generation")
 
     def __init__(self, node_id: bytes, ip: str, port: int, flags: int, now: int) -> None:
         self.id = node_id
@@ -60,6 +61,7 @@ class ClusterNode:
         self.ctime = now
         self.ping_sent = 0
         self.pong_received = 0
+        self.data_received = 0       # last time anything came from it
         self.fail_time = 0
         self.fail_reports: dict[bytes, int] = {}   # reporter id -> ms
         self.linked = False          # our outgoing link is up
@@ -67,6 +69,10 @@ class ClusterNode:
         self.connecting = False
         self.next_connect = 0
         self.backoff = RECONNECT_MIN_MS
+        # Bumped whenever our link is dropped or re-requested: the outcome of
+        # a connect started before that (to an old address, for a node since
+        # forgotten) is stale and ignored.
+        self.link_generation = 0
 
     @property
     def flag_names(self) -> str:
@@ -113,7 +119,7 @@ class Membership:
         self.reachable: list[ClusterNode] = []
         self.messages_sent = 0
         self.messages_received = 0
-        self._ticks = 0
+        self.ticks = 0
         self._rng = random.Random()
 
     # ------------------------------------------------------------ queries
@@ -195,8 +201,15 @@ class Membership:
 
     # ------------------------------------------------------------ link events
 
+    def is_current(self, node: ClusterNode, generation: int) -> bool:
+        """Does a connect outcome still concern a live node and its address?"""
+        return self.nodes.get(node.id) is node and node.link_generation == generation
+
     def link_up(self, node: ClusterNode) -> None:
         """Our connection to `node` is open: greet it (MEET or PING)."""
+        if self.nodes.get(node.id) is not node:
+            self.effects.append(DropLink(node))     # forgotten meanwhile
+            return
         now = self.clock.now_ms()
         node.connecting = False
         node.linked = True
@@ -210,6 +223,8 @@ class Membership:
 
     def link_failed(self, node: ClusterNode) -> None:
         """Connecting to `node` failed, or its link broke."""
+        if self.nodes.get(node.id) is not node:
+            return
         now = self.clock.now_ms()
         node.connecting = False
         node.linked = False
@@ -244,11 +259,25 @@ class Membership:
                 via.flags &= ~(PFAIL | FAIL)
                 self._changed()
         if sender is not None:
+            self.heard_from(sender, now)
+        if sender is not None and not sender.linked and not sender.connecting \
+                and not sender.flags & (HANDSHAKE | NOADDR):
+            # It talks to us again (a restart?): reconnect now, not after backoff.
+            sender.backoff = RECONNECT_MIN_MS
+            self._connect(sender)
+        if sender is not None:
             leaving = header.flags & LEAVING
             if (sender.flags & LEAVING) != leaving:
                 sender.flags = (sender.flags & ~LEAVING) | leaving
                 self._changed()
             self._process_gossip(sender, body.gossip, now)
+
+    def heard_from(self, node: ClusterNode, now: int) -> None:
+        """Any message from a node proves it is up: no longer PFAIL."""
+        node.data_received = now
+        if node.flags & PFAIL:
+            node.flags &= ~PFAIL
+            self._changed()
 
     def on_fail(self, header: msg.Header, body: msg.Fail) -> None:
         if header.sender not in self.nodes:
@@ -267,6 +296,8 @@ class Membership:
 
     def _check_link_identity(self, via: ClusterNode, header: msg.Header, peer_ip: str) -> bool:
         """On our own link: finish a handshake, or notice a node changed ID."""
+        if self.nodes.get(via.id) is not via:
+            return False          # a link to a node forgotten meanwhile
         if via.flags & HANDSHAKE:
             known = self.nodes.get(header.sender)
             if known is not None:      # we met an address we already knew
@@ -282,8 +313,7 @@ class Membership:
         elif via.id != header.sender:
             via.flags |= NOADDR
             via.ip, via.port = "", 0
-            self.effects.append(DropLink(via))
-            via.linked = False
+            self._drop_link(via)
             self._changed()
             return False
         return True
@@ -293,9 +323,7 @@ class Membership:
             return
         node.ip, node.port = ip, port
         node.flags &= ~NOADDR
-        if node.linked or node.connecting:
-            self.effects.append(DropLink(node))
-            node.linked = node.connecting = False
+        self._drop_link(node)
         self._changed()
 
     def _process_gossip(self, sender: ClusterNode, gossip: list[msg.Gossip], now: int) -> None:
@@ -308,8 +336,10 @@ class Membership:
                         self._mark_failing_if_needed(node, now)
                     else:
                         node.fail_reports.pop(sender.id, None)
-                if node.flags & (FAIL | PFAIL) and (node.ip, node.port) != (entry.ip, entry.port):
-                    self._start_handshake(entry.ip, entry.port)
+                ip = normalize_ip(entry.ip)
+                if node.flags & (FAIL | PFAIL) and ip is not None \
+                        and (node.ip, node.port) != (ip, entry.port):
+                    self._start_handshake(ip, entry.port)
             elif not entry.flags & NOADDR and not self._blacklisted(entry.node_id, now):
                 ip = normalize_ip(entry.ip)
                 if ip is not None and 0 < entry.port <= MAX_CLIENT_PORT:
@@ -336,9 +366,9 @@ class Membership:
     def tick(self) -> None:
         """Every 100 ms: handshakes, reconnects, pings, timeouts."""
         now = self.clock.now_ms()
-        self._ticks += 1
+        self.ticks += 1
         self._reconnect(now)
-        if self._ticks % PING_RANDOM_EVERY_TICKS == 0:
+        if self.ticks % PING_RANDOM_EVERY_TICKS == 0:
             self._ping_a_random_node()
         self._detect_timeouts(now)
         self.refresh_views()
@@ -353,8 +383,7 @@ class Membership:
                 self._changed()
                 continue
             if not node.linked and not node.connecting and now >= node.next_connect:
-                node.connecting = True
-                self.effects.append(Connect(node, node.ip, node.port + BUS_PORT_OFFSET))
+                self._connect(node)
 
     def _ping_a_random_node(self) -> None:
         candidates = [node for node in self.peers()
@@ -372,12 +401,12 @@ class Membership:
             if node.linked and waiting and now - node.link_since > timeout \
                     and now - node.ping_sent > timeout // 2:
                 # A silent link may be a broken one: reconnect it.
-                self.effects.append(DropLink(node))
-                node.linked = False
+                self._drop_link(node)
             if node.linked and not node.ping_sent and now - node.pong_received > timeout // 2:
                 self._send_heartbeat(node, msg.PING)
                 continue
             if node.ping_sent and now - node.ping_sent > timeout \
+                    and now - node.data_received > timeout \
                     and not node.flags & (PFAIL | FAIL):
                 node.flags |= PFAIL
                 self._changed()
@@ -410,6 +439,18 @@ class Membership:
         node = ClusterNode(random_node_id(), ip, port, HANDSHAKE | MEET, self.clock.now_ms())
         self.nodes[node.id] = node
 
+    def _connect(self, node: ClusterNode) -> None:
+        node.connecting = True
+        node.link_generation += 1
+        self.effects.append(Connect(node, node.ip, node.port + BUS_PORT_OFFSET,
+                                    node.link_generation))
+
+    def _drop_link(self, node: ClusterNode) -> None:
+        if node.linked or node.connecting:
+            self.effects.append(DropLink(node))
+        node.linked = node.connecting = False
+        node.link_generation += 1
+
     def _blacklisted(self, node_id: bytes, now: int) -> bool:
         for listed, until in list(self.blacklist.items()):
             if until < now:
@@ -420,9 +461,7 @@ class Membership:
         self.nodes.pop(node.id, None)
         for other in self.nodes.values():
             other.fail_reports.pop(node.id, None)
-        if node.linked or node.connecting:
-            self.effects.append(DropLink(node))
-        node.linked = node.connecting = False
+        self._drop_link(node)
 
     def _changed(self) -> None:
         self.refresh_views()

@@ -25,7 +25,7 @@ def _meet(server, argv):
     port = parse_int(argv[3])
     if port is None:
         raise CommandError("Invalid TCP port specified: %s" % argv[3].decode("latin-1"))
-    if not server.cluster.membership.meet(argv[2].decode("latin-1"), port):
+    if not server.cluster.meet(argv[2].decode("latin-1"), port):
         raise CommandError("Invalid node address specified: %s:%s"
                            % (argv[2].decode("latin-1"), argv[3].decode("latin-1")))
     return OK
@@ -66,7 +66,7 @@ def _forget(server, argv):
         raise CommandError("Unknown node %s" % node_id.decode("latin-1"))
     if node is membership.myself:
         raise CommandError(CANNOT_FORGET_MYSELF)
-    membership.forget(node)
+    server.cluster.forget(node)
     return OK
 
 

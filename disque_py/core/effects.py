@@ -39,11 +39,12 @@ class ReplyOn(NamedTuple):
 
 
 class Connect(NamedTuple):
-    """Open our link to a node's bus port."""
+    """Open our link to a node's bus port; report back with `generation`."""
 
     node: Any
     ip: str
     port: int
+    generation: int = 0
 
 
 class DropLink(NamedTuple):

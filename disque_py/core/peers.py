@@ -16,13 +16,17 @@ from disque_py.core.effects import ToPeer
 
 
 class PeersMixin:
-    def set_cluster_view(self, size: int, known: set[bytes], reachable: list[bytes],
-                         leaving: bool) -> None:
-        """The membership layer's view, pushed after every change."""
+    def set_cluster_view(self, size: int, known: set[bytes], reachable: int,
+                         linked: list[bytes], leaving: bool) -> None:
+        """The membership layer's view, pushed after every change.
+
+        `reachable` counts peers not flagged failing (what ADDJOB checks its
+        REPLICATE against, as Disque does); `linked` are those we can send
+        to right now (where copies are asked for)."""
         self.cluster_size = size
         self.known_peers = known
-        self.reachable = reachable
-        self.reachable_peers = len(reachable)
+        self.reachable = linked
+        self.reachable_peers = reachable
         was_leaving, self.leaving = self.leaving, leaving
         if leaving and not was_leaving:
             self.release_all_waiters_leaving()

@@ -21,6 +21,8 @@ from disque_py.cluster.membership import HANDSHAKE
 from disque_py.core.effects import Connect, DropLink, ReplyOn, SaveConfig, Send, ToPeer
 
 CRON_PERIOD_MS = 100
+INBOUND_CHECK_TICKS = 10          # check inbound bus links once a second
+INBOUND_IDLE_MIN_MS = 10_000
 HEARTBEAT_TYPES = (msg.PING, msg.PONG, msg.MEET)
 JOB_LIST_TYPES = (msg.REPLJOB, msg.YOURJOBS)
 QUEUE_OP_TYPES = (msg.NEEDJOBS, msg.PAUSE)
@@ -72,17 +74,24 @@ class ClusterService:
     # ------------------------------------------------------------ events
 
     def _run_cron(self) -> None:
-        self.membership.tick()
+        membership = self.membership
+        membership.tick()
+        if membership.ticks % INBOUND_CHECK_TICKS == 0:
+            self.bus.close_idle_inbound(max(membership.node_timeout * 2, INBOUND_IDLE_MIN_MS) / 1000)
         self.apply_effects()
         self._cron = self.runtime.loop.call_later(CRON_PERIOD_MS / 1000, self._run_cron)
+
+    def wants_link(self, node, generation: int) -> bool:
+        return self.membership.is_current(node, generation)
 
     def on_link_up(self, node) -> None:
         self.membership.link_up(node)
         self.apply_effects()
 
-    def on_link_failed(self, node) -> None:
-        self.membership.link_failed(node)
-        self.apply_effects()
+    def on_link_failed(self, node, generation: int) -> None:
+        if self.membership.is_current(node, generation):
+            self.membership.link_failed(node)
+            self.apply_effects()
 
     def on_bus_message(self, link, header: msg.Header, body) -> None:
         membership = self.membership
@@ -94,6 +103,7 @@ class ClusterService:
         else:
             sender = membership.nodes.get(header.sender)
             if sender is not None and not sender.flags & HANDSHAKE:   # known nodes only
+                membership.heard_from(sender, self.node.clock.now_ms())
                 self.node.on_peer_message(header.sender, header.type, header.mflags, body)
                 self.runtime.apply_effects()
         self.apply_effects()
@@ -143,7 +153,7 @@ class ClusterService:
                 effect.link.send(msg.encode(membership.header(effect.kind), effect.body))
                 membership.messages_sent += 1
             elif kind is Connect:
-                self.bus.connect(effect.node, effect.ip, effect.port)
+                self.bus.connect(effect.node, effect.ip, effect.port, effect.generation)
             elif kind is DropLink:
                 self.bus.drop(effect.node)
             elif kind is SaveConfig:
@@ -156,8 +166,9 @@ class ClusterService:
         """The job core's view of the cluster."""
         membership = self.membership
         known = {node.id for node in membership.peers() if not node.flags & HANDSHAKE}
-        reachable = [node.id for node in membership.reachable if node.linked]
-        self.node.set_cluster_view(membership.size, known, reachable, membership.leaving)
+        linked = [node.id for node in membership.reachable if node.linked]
+        self.node.set_cluster_view(membership.size, known, len(membership.reachable), linked,
+                                   membership.leaving)
 
     def _schedule_save(self) -> None:
         if not self._save_scheduled:
@@ -170,6 +181,15 @@ class ClusterService:
         nodes_conf.save(self.config_path, self.membership.records())
 
     # ------------------------------------------------------------ commands
+
+    def meet(self, ip: str, port: int) -> bool:
+        started = self.membership.meet(ip, port)
+        self.apply_effects()
+        return started
+
+    def forget(self, node) -> None:
+        self.membership.forget(node)
+        self.apply_effects()
 
     def reset(self, hard: bool) -> None:
         """CLUSTER RESET: forget every peer and every job; HARD: a new node ID."""

@@ -25,6 +25,7 @@ import os
 import signal
 import sys
 import time
+import traceback
 
 from disque_py import DISQUE_VERSION, log
 from disque_py.commands.queues import render_outcome
@@ -74,6 +75,7 @@ class Runtime:
 
     async def start(self) -> None:
         self.loop = asyncio.get_running_loop()
+        self.loop.set_exception_handler(_log_loop_error)
         self._stopped = self.loop.create_future()
         config = self.config
         for address in config["bind"] or [None]:
@@ -207,6 +209,13 @@ class Runtime:
                 pass
         log.warning("Disque is now ready to exit, bye bye...")
         self._stopped.set_result(None)
+
+
+def _log_loop_error(loop, context: dict) -> None:
+    """Errors escaping callbacks go to the server log, with their traceback."""
+    error = context.get("exception")
+    detail = "".join(traceback.format_exception(error)) if error else ""
+    log.warning("Unexpected error: %s\n%s", context.get("message", ""), detail)
 
 
 def _announce_ip(binds: list[str]) -> str:

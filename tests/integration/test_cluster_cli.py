@@ -158,6 +158,8 @@ def test_status_lists_every_node_with_flags_and_queue_lengths(trio):
     assert queue_section(done.stdout, first) == []
     assert queue_section(done.stdout, second) == [("busy", 3), ("quiet", 1)]
     assert queue_section(done.stdout, third) == [(f"q{n:02d}", n) for n in range(12, 2, -1)]
+    third_id = rows[address(third)]["id"]
+    assert f"queues on {address(third)} ({third_id}), longest 10 of 12:" in done.stdout
 
 
 def test_status_of_an_unreachable_node_fails_naming_it():

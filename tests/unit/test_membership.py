@@ -769,3 +769,27 @@ def test_a_node_restarted_in_the_middle_of_a_meet_is_not_left_one_sided(net):
     revived.membership.load_records(records)
     net.run(5 * TIMEOUT)
     assert (b.id in revived.known_ids()) == (revived.id in b.known_ids())
+
+
+def test_a_late_pong_for_a_handshake_that_timed_out_is_ignored(net, clock):
+    # bus.py waits up to CONNECT_TIMEOUT_S (2 s) for a connect, longer than
+    # the handshake timeout (1 s here): the connect may complete, and the
+    # PONG arrive, after membership deleted the handshake node. Disque frees
+    # the link with the node, so nothing more happens; here the late link
+    # events must not raise (a KeyError inside data_received) nor resurrect
+    # the node.
+    a, b = net.add(), net.add()
+    a.membership.meet(IP, b.port)
+    (handshake,) = a.membership.peers()
+    clock.advance(TICK)
+    a.membership.tick()
+    assert [type(e) for e in a.membership.take_effects()] == [Connect]
+    clock.advance(max(TIMEOUT, 1000) + TICK)
+    a.membership.tick()                       # the handshake times out
+    a.membership.take_effects()
+    assert a.membership.peers() == []
+    a.membership.link_up(handshake)           # the connect completes late
+    a.membership.take_effects()
+    pong = b.membership.header(msg.PONG)
+    a.membership.on_heartbeat(handshake, "late-link", IP, IP, pong, msg.Heartbeat())
+    assert list(a.membership.nodes) == [a.id]
