@@ -101,6 +101,17 @@ def _queues(srv) -> list[tuple[str, object]]:
     return [("registered_queues", len(srv.node.queues))]
 
 
+def _federation(srv) -> list[tuple[str, object]]:
+    stats = srv.node.federation
+    return [
+        ("needjobs_sent", stats.needjobs_sent),
+        ("needjobs_received", stats.needjobs_received),
+        ("yourjobs_jobs_sent", stats.jobs_sent),
+        ("yourjobs_jobs_received", stats.jobs_received),
+        ("jobs_offered_to_waiting_nodes", stats.offers),
+    ]
+
+
 def _persistence(srv) -> list[tuple[str, object]]:
     return srv.persistence_info()
 
@@ -136,6 +147,7 @@ SECTIONS = {
     "memory": ("Memory", _memory),
     "jobs": ("Jobs", _jobs),
     "queues": ("Queues", _queues),
+    "federation": ("Federation", _federation),
     "persistence": ("Persistence", _persistence),
     "stats": ("Stats", _stats),
     "cpu": ("CPU", _cpu),

@@ -36,8 +36,11 @@ class ConsumerMixin:
                 if q is None:
                     q = self.queue(name)
                 if q.flags & PAUSED_OUT or not q.jobs:
+                    self.need_jobs(q, False)
                     continue
                 taken.append(self.fetch(q))
+                if not q.jobs:
+                    self.need_jobs(q, True)
                 if len(taken) == count:
                     return taken
             if len(taken) == before:
@@ -51,6 +54,7 @@ class ConsumerMixin:
         waiter.withcounters = withcounters
         for name in waiter.queues:
             self.queue(name).add_waiter(waiter)
+            self.waiting_queues[name] = None
         self.deadlines.add(waiter)
         self.blocked_clients += 1
         return waiter
@@ -67,6 +71,8 @@ class ConsumerMixin:
             q = queues.get(name)
             if q is not None:
                 q.remove_waiter(waiter)
+                if q.waiters is None:
+                    self.waiting_queues.pop(name, None)
 
     def cancel_waiter(self, waiter: Waiter) -> None:
         """The parked client went away: drop its wait without answering."""
@@ -85,19 +91,32 @@ class ConsumerMixin:
                 self.release(waiter, leaving)
 
     def serve_ready(self) -> None:
-        """Give one job to each waiter of the queues that received jobs."""
+        """Give one job to each waiter of the queues that received jobs;
+        what is left goes to nodes that asked for it (federation)."""
         ready = self.ready
         self.ready = {}
         queues = self.queues
         for name in ready:
             q = queues.get(name)
-            if q is None or q.waiters is None or q.flags & PAUSED_OUT:
+            if q is None or q.flags & PAUSED_OUT:
                 continue
-            for waiter in list(q.waiters):
-                job = self.fetch(q)
-                if job is None:
-                    break
-                self.release(waiter, [job])
+            if q.waiters is not None:
+                for waiter in list(q.waiters):
+                    job = self.fetch(q)
+                    if job is None:
+                        break
+                    self.release(waiter, [job])
+                if not q.jobs:
+                    self.need_jobs(q, True)
+            if q.interested is not None and q.jobs:
+                self.offer_to_interested(q)
+
+    def queues_with_waiters(self):
+        queues = self.queues
+        for name in list(self.waiting_queues):
+            q = queues.get(name)
+            if q is not None:
+                yield q
 
     # ------------------------------------------------------- re-delivery
 

@@ -41,6 +41,7 @@ from disque_py.core.waiters import GETJOB, JOB_REPLICATION, TIMED_OUT, Deadlines
 from disque_py.cluster import messages as msg
 from disque_py.core.acks import AcksMixin
 from disque_py.core.consumer import ConsumerMixin
+from disque_py.core.federation import FederationMixin, FederationStats
 from disque_py.core.peers import PeersMixin
 from disque_py.core.producer import JOB_MEMORY_OVERHEAD, ProducerMixin
 from disque_py.core.replication import (REMOVED_BEFORE_COPIES, REPLICATION_RETRY_MS,
@@ -56,7 +57,7 @@ UNLIMITED_MEMORY = 1 << 62
 
 
 class Node(ProducerMixin, ConsumerMixin, AcksMixin, ReplicationMixin, RequeueMixin,
-           PeersMixin):
+           FederationMixin, PeersMixin):
     def __init__(self, node_id: bytes, clock: Clock | None = None,
                  id_seed: bytes | None = None) -> None:
         self.clock = clock = clock or Clock()
@@ -83,6 +84,9 @@ class Node(ProducerMixin, ConsumerMixin, AcksMixin, ReplicationMixin, RequeueMix
         self.reachable_peers = 0
         self.leaving = False
         self.replicating: dict[Job, None] = {}   # jobs whose producer awaits copies
+        self.waiting_queues: dict[bytes, None] = {}   # queues with parked consumers
+        self.federation = FederationStats()
+        self._needjobs_cron = 0
         self.set_node_id(node_id, id_seed)
 
     def set_node_id(self, node_id: bytes, id_seed: bytes | None = None) -> None:
@@ -220,8 +224,8 @@ class Node(ProducerMixin, ConsumerMixin, AcksMixin, ReplicationMixin, RequeueMix
         q.jobs.add(job)
         q.atime = now // 1000
         q.jobs_in += 1
-        if q.waiters is not None and not q.flags & PAUSED_OUT:
-            self.ready[q.name] = None
+        if (q.waiters is not None or q.interested is not None) and not q.flags & PAUSED_OUT:
+            self.ready[q.name] = None    # someone here or elsewhere awaits it
         return True
 
     def dequeue(self, job: Job) -> bool:
@@ -275,6 +279,8 @@ class Node(ProducerMixin, ConsumerMixin, AcksMixin, ReplicationMixin, RequeueMix
                 self.release(waiter, TIMED_OUT)
         if self.replicating:
             self.tick_replication(now)
+        if self.waiting_queues:
+            self.tick_federation(now)
         due = self.schedule.pop_due(now, limit)
         for job in due:
             self.process_job(job, now)
@@ -392,4 +398,6 @@ Node._PEER_HANDLERS = {
     msg.GOTACK: Node.on_gotack,
     msg.DELJOB: Node.on_deljob,
     msg.PAUSE: Node.on_pause,
+    msg.NEEDJOBS: Node.on_needjobs,
+    msg.YOURJOBS: Node.on_yourjobs,
 }

@@ -32,7 +32,7 @@ _by_ctime = attrgetter("ctime")
 
 class Queue:
     __slots__ = ("name", "jobs", "ctime", "atime", "flags", "waiters",
-                 "jobs_in", "jobs_out", "responders",
+                 "jobs_in", "jobs_out", "responders", "interested",
                  "needjobs_bcast_time", "needjobs_bcast_attempt",
                  "needjobs_adhoc_time", "needjobs_adhoc_attempt",
                  "import_current_time", "import_current_count",
@@ -48,6 +48,8 @@ class Queue:
         self.jobs_in = 0
         self.jobs_out = 0
         self.responders: dict[bytes, int] | None = None  # node id -> last import (s)
+        # peers that asked for jobs we did not have: node id -> (until ms, count)
+        self.interested: dict[bytes, tuple[int, int]] | None = None
         self.needjobs_bcast_time = 0
         self.needjobs_bcast_attempt = 0
         self.needjobs_adhoc_time = 0
