@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import Callable
 
 from disque_py.errors import (NOAUTH_MESSAGE, OOM_MESSAGE, CommandError, DisqueError,
-                              NoAuthError, OutOfMemoryError)
+                              MisconfError, NoAuthError, OutOfMemoryError)
 from disque_py.commands import acks, admin, cluster, jobs, queues
 
 FLAG_NAMES = (("w", "write"), ("r", "readonly"), ("m", "denyoom"), ("a", "admin"),
@@ -63,6 +63,9 @@ TABLE = (
     ("fastack", acks.fastack, -1, "wF"),
     ("deljob", jobs.deljob, -1, "wF"),
     ("show", jobs.show, 2, "rF"),
+    # AOF
+    ("loadjob", jobs.loadjob, 3, "w"),
+    ("bgrewriteaof", admin.bgrewriteaof, 1, "ar"),
     # queues
     ("qlen", queues.qlen, 2, "rF"),
     ("qpeek", queues.qpeek, 3, "r"),
@@ -76,6 +79,20 @@ TABLE = (
     ("pause", queues.pause, -3, "rF"),
 )
 
+
+def _refuse_growth(server):
+    """Commands that grow the dataset are refused when memory is full or
+    the AOF cannot take more records (a full or failing disk)."""
+    node = server.node
+    if node.used_memory > node.memory_evict_at and not node.free_memory():
+        return OutOfMemoryError(OOM_MESSAGE)
+    persistence = server.persistence
+    if persistence is not None and not persistence.accepting:
+        return MisconfError(AOF_MISCONF % persistence.writer.last_error)
+    return None
+
+
+AOF_MISCONF = "Errors writing to the AOF file: %s"
 
 # Commands a client may send before AUTH: AUTH itself, and HELLO, which can
 # carry the password (HELLO 3 AUTH user pass) and checks auth on its own.
@@ -119,8 +136,10 @@ class CommandTable:
         if server.requirepass and not session.authenticated \
                 and command.handler not in _BEFORE_AUTH:
             return NoAuthError(NOAUTH_MESSAGE)
-        if command.denyoom and server.node.used_memory > server.node.memory_evict_at:
-            return OutOfMemoryError(OOM_MESSAGE)
+        if command.denyoom:
+            refused = _refuse_growth(server)
+            if refused is not None:
+                return refused
         session.last_command = command.name
         if server.monitors and command.monitored:
             server.feed_monitors(session, argv)

@@ -10,6 +10,7 @@ subset, which every RESP3 parser reads, so such clients simply go on.
 
 from __future__ import annotations
 
+import errno
 import hmac
 import re
 import time
@@ -245,6 +246,17 @@ def shutdown(server, session, argv):
     return NO_REPLY
 
 
+def bgrewriteaof(server, session, argv):
+    """BGREWRITEAOF"""
+    persistence = server.persistence
+    writer = persistence.writer if persistence is not None else None
+    if writer is not None and writer.rewrite_in_progress:
+        raise CommandError("Background append only file rewriting already in progress")
+    if persistence is None or not persistence.start_rewrite():
+        return CommandError("")
+    return "Background append only file rewriting started"
+
+
 def monitor(server, session, argv):
     """MONITOR"""
     if session.monitor:
@@ -263,10 +275,24 @@ def debug(server, session, argv):
     if sub == b"sleep" and len(argv) == 3:
         time.sleep(max(_strtod(argv[2]), 0.0))   # blocks everything, as in Disque
         return OK
+    if sub == b"aof-fault" and len(argv) in (3, 4):
+        return _aof_fault(server, argv)
     if sub == b"error" and len(argv) == 3:
         return Raw(b"-" + argv[2].replace(b"\r", b" ").replace(b"\n", b" ") + b"\r\n")
     raise CommandError("Unknown DEBUG subcommand or wrong number of arguments for '%s'"
                        % argv[1].decode("latin-1"))
+
+
+def _aof_fault(server, argv):
+    """DEBUG AOF-FAULT enospc|eio|none [count]: the next file operations of
+    the AOF fail (a test seam for full and failing disks)."""
+    codes = {b"enospc": errno.ENOSPC, b"eio": errno.EIO, b"none": 0}
+    code = codes.get(argv[2].lower())
+    count = int_or_error(argv[3]) if len(argv) == 4 else 1
+    if code is None or server.persistence is None or server.persistence.writer is None:
+        raise CommandError(SYNTAX_ERROR)
+    server.persistence.writer.ops.inject(code, count if code else 0)
+    return OK
 
 
 def _strtod(value: bytes) -> float:

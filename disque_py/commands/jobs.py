@@ -75,6 +75,13 @@ def _addjob_options(args: ArgReader):
     return repl, delay, retry, ttl, maxlen, async_
 
 
+def loadjob(server, session, argv):
+    """LOADJOB serialized-job crc (only while loading the AOF)"""
+    if server.persistence is None:
+        raise CommandError("LOADJOB is a special command only processed from AOF")
+    return server.persistence.load_job(session, argv)
+
+
 def show(server, session, argv):
     """SHOW job-id"""
     node = server.node

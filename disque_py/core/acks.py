@@ -18,6 +18,7 @@ from the TTL encoded in the ID. FASTACK and DELJOB skip the protocol.
 from __future__ import annotations
 
 from disque_py.cluster import messages as msg
+from disque_py.core.effects import AofDelJob
 from disque_py.core.job import (ACKED, GC_RETRY_COUNT_MAX, GC_RETRY_MAX_PERIOD_MS,
                                 GC_RETRY_MIN_PERIOD_MS, WAIT_REPL, Job, intern_spec,
                                 is_at_most_once_id, ttl_minutes_from_id)
@@ -85,13 +86,17 @@ class AcksMixin:
             return
         self.dequeue(job)
         job.state = ACKED
+        if self.aof_enabled:
+            self.effects.append(AofDelJob(job.id))   # acks are not persisted: the job is gone
         if job.extra is not None:
             job.extra.confirmed = None
         self.update_awake(job, self._next_gc_time(0))
 
-    def try_gc(self, job: Job) -> None:
+    def try_gc(self, job: Job, from_timer: bool = False) -> None:
         """Delete an acked job once every node that may have it confirmed;
-        otherwise (re)send SETACK to those that have not."""
+        otherwise (re)send SETACK to those that have not. The next attempt
+        is scheduled by the timer path (1 s after the ack, then 4, 8, ...
+        up to 3 minutes, as in Disque); a command's attempt keeps it."""
         if job.state != ACKED:
             return
         if job.delivered is self._only_me:
@@ -111,7 +116,8 @@ class AcksMixin:
         for node_id in targets:
             if node_id not in confirmed and node_id != self.id:
                 self.send_setack(node_id, job)
-        self.update_awake(job, self._next_gc_time(extra.gc_retry))
+        if from_timer or job.awake is None:
+            self.update_awake(job, self._next_gc_time(extra.gc_retry))
 
     def send_setack(self, node_id: bytes, job: Job) -> None:
         self.send(node_id, msg.SETACK, (job.id, len(job.delivered)))

@@ -69,3 +69,17 @@ class ToPeer(NamedTuple):
     kind: int
     item: Any
     mflags: int = 0
+
+
+# ------------------------------------------------------------ persistence
+
+class AofLoadJob(NamedTuple):
+    """Persist the job's full state (written as a LOADJOB record)."""
+
+    job: Any
+
+
+class AofDelJob(NamedTuple):
+    """The job is gone (written as a DELJOB record)."""
+
+    job_id: bytes

@@ -25,8 +25,8 @@ their lists), so an ACK anywhere reaches the moved copy.
 from __future__ import annotations
 
 from disque_py.cluster import messages as msg
-from disque_py.core.job import (ACTIVE, FLAG_BCAST_QUEUED, RETRY, Job, deserialize_job,
-                                serialize_job)
+from disque_py.core.job import (ACKED, ACTIVE, FLAG_BCAST_QUEUED, RETRY, Job,
+                                deserialize_job, serialize_job)
 from disque_py.core.queue import PAUSED_OUT, Queue
 
 NEEDJOBS_MIN_REQUEST = 5
@@ -170,6 +170,9 @@ class FederationMixin:
             job = self.jobs.get(record.id)
             if job is None:
                 job = self._adopt(record, now, ACTIVE)
+            elif job.state == ACKED:
+                self.send_setack(sender, job)    # delivered already: tell the giver
+                continue
             else:
                 self._learn_holders(job, record.delivered)
             self.federation.jobs_received += 1

@@ -30,7 +30,7 @@ from __future__ import annotations
 import os
 
 from disque_py.core.clock import Clock
-from disque_py.core.effects import Unblock
+from disque_py.core.effects import AofDelJob, AofLoadJob, Unblock
 from disque_py.core.job import (ACKED, ACTIVE, FLAG_BCAST_QUEUED, FLAG_BCAST_WILLQUEUE,
                                 FLAG_DELIVERED, QUEUED, RETRY, TIME_ERROR_MS,
                                 WAIT_REPL, WILLQUEUE_ADVANCE_MS, IdGenerator, Job)
@@ -86,6 +86,7 @@ class Node(ProducerMixin, ConsumerMixin, AcksMixin, ReplicationMixin, RequeueMix
         self.replicating: dict[Job, None] = {}   # jobs whose producer awaits copies
         self.waiting_queues: dict[bytes, None] = {}   # queues with parked consumers
         self.federation = FederationStats()
+        self.aof_enabled = False                 # emit AofLoadJob / AofDelJob effects
         self._needjobs_cron = 0
         self.set_node_id(node_id, id_seed)
 
@@ -150,6 +151,8 @@ class Node(ProducerMixin, ConsumerMixin, AcksMixin, ReplicationMixin, RequeueMix
             return True
         if self.jobs.pop(job.id) is None:
             return False
+        if self.aof_enabled and (job.state == ACTIVE or job.state == QUEUED):
+            self.effects.append(AofDelJob(job.id))
         body = job.body
         self.used_memory -= JOB_MEMORY_OVERHEAD + (len(body) if body else 0)
         self.schedule.unschedule(job)
@@ -172,6 +175,28 @@ class Node(ProducerMixin, ConsumerMixin, AcksMixin, ReplicationMixin, RequeueMix
                 at = qtime
         self.schedule.schedule(job, at)
 
+    def persist_job(self, job: Job) -> None:
+        """The job's state becomes durable (when the AOF is on)."""
+        if self.aof_enabled:
+            self.effects.append(AofLoadJob(job))
+
+    def load_job(self, record, enqueue: bool) -> bool:
+        """A job from the AOF: back as active (re-queued by its retry timer),
+        or queued again when `enqueue` (a controlled restart) and it was."""
+        now = self.clock.now_ms()
+        if record.etime * 1000 <= now or record.id in self.jobs:
+            return False
+        was_queued = record.state == QUEUED
+        job = self._adopt(record, now, ACTIVE, persist=False)
+        job.flags = record.flags
+        if job.spec[RETRY]:
+            job.flags |= FLAG_BCAST_WILLQUEUE
+        if enqueue and was_queued:
+            if job.spec[RETRY] == 0:
+                job.qtime = now          # queued once more: it never was delivered
+            self.enqueue(job)
+        return True
+
     def set_requeue_time(self, job: Job, qtime: int) -> None:
         """Move the next re-queue; never revives an at-most-once job."""
         if job.spec[RETRY] == 0 or job.qtime == 0:
@@ -185,11 +210,12 @@ class Node(ProducerMixin, ConsumerMixin, AcksMixin, ReplicationMixin, RequeueMix
     # ------------------------------------------------------------- queues
 
     def enqueue(self, job: Job, nack: bool = False, now: int = 0, q: Queue | None = None) -> bool:
-        """Put an active job in its queue. False if it cannot be queued now.
+        """Put an active job in its queue. False if it cannot be queued now
+        (already queued, acknowledged, or at-most-once and delivered).
 
         `now` and `q` (the job's queue) may be passed by a caller that has
         them at hand, to spare the lookups on the ADDJOB path."""
-        if job.state == QUEUED or job.qtime == 0:
+        if job.state >= QUEUED or job.qtime == 0:      # QUEUED or ACKED
             return False
         retry = job.spec[RETRY]
         flags = job.flags
@@ -311,7 +337,7 @@ class Node(ProducerMixin, ConsumerMixin, AcksMixin, ReplicationMixin, RequeueMix
                 job.flags |= FLAG_BCAST_WILLQUEUE
                 job.qtime = self.retry_time(job, now)
         elif state == ACKED:
-            self.try_gc(job)
+            self.try_gc(job, from_timer=True)
             return
         if job.awake is None:
             self.update_awake(job)

@@ -12,13 +12,17 @@ peer, REPLICATE defaults to 1 and asking for more is refused with NOREPL.
 
 from __future__ import annotations
 
-from disque_py.core.job import (ACTIVE, DEFAULT_RETRY_MAX_S, WAIT_REPL, Job,
-                                intern_spec)
+import time
+
+from disque_py.core.job import (ACKED, ACTIVE, DEFAULT_RETRY_MAX_S, FLAG_DELIVERED, RETRY,
+                                WAIT_REPL, Job, intern_spec)
 from disque_py.core.job import _specs as _SPECS
 from disque_py.cluster import messages as msg
 from disque_py.core.queue import PAUSED_IN
 
 JOB_MEMORY_OVERHEAD = 420     # estimated bytes per job beyond its body
+FREE_MEMORY_BUDGET_S = 0.002  # eviction work per refused command, at most
+FREE_MEMORY_MISSES = 10       # give up after this many samples with nothing to evict
 from disque_py.errors import CommandError, MaxlenError, NoReplError, PausedError
 
 MAX_DEFAULT_REPLICATION = 3
@@ -99,6 +103,8 @@ class ProducerMixin:
             job.state = ACTIVE
             if keep_copy:
                 self.update_awake(job)
+        if self.aof_enabled and not external:
+            self.persist_job(job)
         if extra_copies:
             self.replicate(job, extra_copies, noreply=True)
         if not keep_copy and job.delivered:
@@ -112,6 +118,28 @@ class ProducerMixin:
             reason = REASON_LEAVING if self.leaving else REASON_MEMORY
             raise NoReplError(CANNOT_HOLD_COPY % reason)
         raise NoReplError(NOT_ENOUGH_NODES)
+
+    def free_memory(self) -> bool:
+        """Above 95% of maxmemory, evict what is safe to lose: acknowledged
+        jobs, at-most-once jobs already delivered, then idle empty queues.
+        Works for at most FREE_MEMORY_BUDGET_S. True if memory is under
+        maxmemory afterwards (the caller refuses to grow it otherwise)."""
+        deadline = time.perf_counter() + FREE_MEMORY_BUDGET_S
+        parts = self.jobs.partitions()
+        misses = 0
+        while self.used_memory > self.memory_evict_at and misses < FREE_MEMORY_MISSES \
+                and time.perf_counter() < deadline:
+            part = parts[self._rng.randrange(len(parts))]
+            evicted = False
+            for job in list(part.values()):
+                if job.state == ACKED or (job.spec[RETRY] == 0 and job.flags & FLAG_DELIVERED):
+                    self.unregister(job)
+                    evicted = True
+            misses = 0 if evicted else misses + 1
+        if self.used_memory > self.memory_evict_at:
+            self.evict_idle_queues()
+        limit = self._maxmemory
+        return not limit or self.used_memory <= limit
 
     def memory_warning_level(self) -> int:
         """0 below 75% of maxmemory, 1 above, 2 above 95%."""

@@ -42,6 +42,7 @@ class ReplicationMixin:
         self.deadlines.add(waiter)
         self.blocked_clients += 1
         self.replicating[job] = None
+        self.update_awake(job)          # its TTL runs while it waits
         self.replicate(job, extra_copies, noreply=False)
         extra.repl_added_at = now
 
@@ -100,6 +101,7 @@ class ReplicationMixin:
             self.enqueue(job)
         else:
             self.update_awake(job)
+        self.persist_job(job)
         return True
 
     def abandon_replication(self, job: Job, outcome) -> None:
@@ -143,7 +145,7 @@ class ReplicationMixin:
             if not mflags & msg.MSG_NOREPLY:
                 self.send(sender, msg.GOTJOB, (record.id, 0))
 
-    def _adopt(self, record, now: int, state: int = ACTIVE) -> Job:
+    def _adopt(self, record, now: int, state: int = ACTIVE, persist: bool = True) -> Job:
         """A copy received from a peer becomes a local job."""
         spec = intern_spec(record.repl, record.delay, record.retry)
         job = Job(record.id, record.queue, record.body, state, spec, record.ctime,
@@ -158,6 +160,8 @@ class ReplicationMixin:
             extra.nacks, extra.deliveries = record.nacks, record.deliveries
         self.register(job)
         self.update_awake(job)
+        if persist:
+            self.persist_job(job)
         return job
 
     def _known_holders(self, delivered) -> tuple:

@@ -22,6 +22,7 @@ import socket
 import time
 from collections import deque
 
+from disque_py import log
 from disque_py.commands.context import Park
 from disque_py.resp import Raw, RequestReader, encode, encode_into
 
@@ -35,7 +36,7 @@ QUIT_OK = Raw(b"+OK\r\n")
 class ClientConnection(asyncio.Protocol):
     __slots__ = ("runtime", "server", "session", "transport", "reader", "pending",
                  "pending_error", "closing", "_reading_paused_for_output",
-                 "_reading_paused_for_pending", "_resume_scheduled")
+                 "_reading_paused_for_pending", "_resume_scheduled", "_held")
 
     def __init__(self, runtime) -> None:
         self.runtime = runtime
@@ -49,6 +50,7 @@ class ClientConnection(asyncio.Protocol):
         self._reading_paused_for_output = False
         self._reading_paused_for_pending = False
         self._resume_scheduled = False
+        self._held: deque | None = None     # replies waiting for an AOF fsync
 
     # ----------------------------------------------------------- lifecycle
 
@@ -133,22 +135,18 @@ class ClientConnection(asyncio.Protocol):
             else:
                 encode_into(out, reply)
         server.stats.commands_processed += ran
+        self.runtime.after_commands()      # effects first: AOF records, other clients
         if out:
-            payload = b"".join(out)
-            server.stats.net_output_bytes += len(payload)
-            self.transport.write(payload)
+            self.deliver(b"".join(out))
         if close_after or session.kill_requested:
             self._close()
-        self.runtime.after_commands()
 
     def resume(self, reply) -> None:
         """The parked command is answered: write it, then run what queued up."""
         if self.closing:
             return
         self.session.parked = None
-        payload = encode(reply)
-        self.server.stats.net_output_bytes += len(payload)
-        self.transport.write(payload)
+        self.deliver(encode(reply))
         if not self._resume_scheduled:
             self._resume_scheduled = True
             asyncio.get_running_loop().call_soon(self._run_pending)
@@ -179,6 +177,45 @@ class ClientConnection(asyncio.Protocol):
             self.transport.close()
 
     # --------------------------------------------------------------- output
+
+    def deliver(self, payload: bytes) -> None:
+        """Write replies now, or once the AOF records they depend on are
+        fsynced (appendfsync always). Replies keep their order either way."""
+        held = self._held
+        writer = self.runtime.persistence.writer
+        if writer is not None and writer.policy == "always":
+            entry = [payload, False]
+            if writer.wait_for_sync(self._released_entry(entry)):
+                if held is None:
+                    held = self._held = deque()
+                held.append(entry)
+                return
+        if held:
+            held.append([payload, True])     # ready, but behind replies still waiting
+        else:
+            self._write(payload)
+
+    def _released_entry(self, entry: list):
+        def release(ok: bool, reason: str) -> None:
+            if not ok:
+                # The AOF write failed: these replies must not claim success,
+                # and they cannot be unsent one by one. End the session.
+                log.warning("Closing client %s: its commands could not be written to "
+                            "the AOF (%s)", self.session.addr if self.session else "?", reason)
+                self._held = None
+                self._close()
+                return
+            entry[1] = True
+            held = self._held
+            while held and held[0][1]:
+                self._write(held.popleft()[0])
+        return release
+
+    def _write(self, payload: bytes) -> None:
+        if self.closing or self.transport is None:
+            return
+        self.server.stats.net_output_bytes += len(payload)
+        self.transport.write(payload)
 
     def send(self, payload: bytes) -> None:
         """Bytes from elsewhere (MONITOR feed)."""

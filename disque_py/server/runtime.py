@@ -29,13 +29,16 @@ import traceback
 
 from disque_py import DISQUE_VERSION, log
 from disque_py.commands.queues import render_outcome
-from disque_py.core.effects import ToPeer, Unblock
+from disque_py.core.effects import AofDelJob, AofLoadJob, ToPeer, Unblock
 from disque_py.core.node import Node
+from disque_py.errors import CommandError
 from disque_py.server.cluster_service import ClusterService, load_identity
+from disque_py.server.persistence_service import PersistenceService, StartupError
 from disque_py.server.protocol import ClientConnection
 from disque_py.server.state import ServerState
 
 TIMER_MAX_SLEEP_MS = 10
+SHUTDOWN_FAILED = "Errors trying to SHUTDOWN. Check logs."
 TIMER_MIN_SLEEP_MS = 1
 
 
@@ -46,6 +49,7 @@ class Runtime:
         self.listeners: list = []
         self._timer = None
         self._cron = None
+        self._cron_runs = 0
         self._stopped: asyncio.Future | None = None
         self.exit_code = 0
         announce_ip = _announce_ip(config["bind"])
@@ -61,6 +65,9 @@ class Runtime:
         self.server.announce_ip = announce_ip
         self.cluster = ClusterService(self, self.node, config, records, announce_ip)
         self.server.cluster = self.cluster
+        self.persistence = PersistenceService(self, self.node, config, self.server)
+        self.server.persistence = self.persistence
+        self.server.persistence_info = self.persistence.info
         self.server.extra_info_sections["cluster"] = (
             "Cluster", lambda srv: self.cluster.info_fields())
         self._watch_config()
@@ -76,6 +83,7 @@ class Runtime:
     async def start(self) -> None:
         self.loop = asyncio.get_running_loop()
         self.loop.set_exception_handler(_log_loop_error)
+        self.persistence.load_and_open(self.loop)
         self._stopped = self.loop.create_future()
         config = self.config
         for address in config["bind"] or [None]:
@@ -104,7 +112,11 @@ class Runtime:
         self.listeners.append(server)
 
     async def run(self) -> int:
-        await self.start()
+        try:
+            await self.start()
+        except StartupError as error:
+            log.warning("%s", error)
+            return 1
         await self._stopped
         return self.exit_code
 
@@ -131,6 +143,10 @@ class Runtime:
             kind = type(effect)
             if kind is ToPeer:
                 post(effect)
+            elif kind is AofLoadJob:
+                self.persistence.append_job(effect.job)
+            elif kind is AofDelJob:
+                self.persistence.append_del(effect.job_id)
             elif kind is Unblock:
                 waiter = effect.waiter
                 session = waiter.client
@@ -170,6 +186,9 @@ class Runtime:
 
     def _run_cron(self) -> None:
         server, config = self.server, self.config
+        self._cron_runs += 1
+        if self._cron_runs % max(config["hz"], 1) == 0:
+            self.persistence.every_second()
         server.stats.sample_ops()
         self.node.evict_idle_queues()
         self._close_idle_clients(config["timeout"])
@@ -188,9 +207,20 @@ class Runtime:
     # ------------------------------------------------------------ shutdown
 
     def request_shutdown(self, reason: str, session=None) -> None:
+        """Stop: make the AOF durable (rewriting it for REWRITE-AOF), close
+        everything, exit 0. If the AOF cannot be made durable, the client
+        that asked is told and the server stays up."""
         if self._stopped is None or self._stopped.done():
             return
         log.warning("User requested shutdown... (%s)", reason)
+        try:
+            self.persistence.shutdown(rewrite=reason == "rewrite-aof")
+        except OSError as error:
+            log.warning("Error trying to shut down: the AOF could not be written: %s",
+                        error.strerror)
+            if session is not None and session.conn is not None:
+                session.conn.send(CommandError(SHUTDOWN_FAILED).wire())
+            return
         for listener in self.listeners:
             listener.close()
         self.cluster.stop()

@@ -58,7 +58,7 @@ class Session:
 
     __slots__ = ("id", "addr", "laddr", "fd", "name", "authenticated", "created",
                  "last_interaction", "last_command", "monitor", "lib_name", "lib_ver",
-                 "kill_requested", "parked", "conn", "resp3")
+                 "kill_requested", "parked", "conn", "resp3", "aof_loader", "enqueue_loaded")
 
     def __init__(self, client_id: int, addr: str = "", laddr: str = "", fd: int = -1,
                  conn=None) -> None:
@@ -78,6 +78,8 @@ class Session:
         self.parked = None          # the Waiter while a command is parked
         self.conn = conn            # the transport adapter, opaque here
         self.resp3 = False
+        self.aof_loader = False     # the session replaying the AOF (may LOADJOB)
+        self.enqueue_loaded = False
 
 
 class ServerState:
@@ -102,6 +104,7 @@ class ServerState:
         self.shutdown_request: tuple[str, Session] | None = None
         self.extra_info_sections: dict = {}          # later layers add INFO sections
         self.cluster = None                          # the ClusterService, when running
+        self.persistence = None                      # the PersistenceService, when running
         self.kills: list[Session] = []               # clients CLIENT KILL asked to close
         self.feed_monitors = lambda session, argv: None   # the runtime installs the real one
 

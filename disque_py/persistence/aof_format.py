@@ -1,0 +1,151 @@
+"""The append-only file's format, version 1, and a reader that knows offsets.
+
+The file is a sequence of RESP commands, replayed through the command table
+like commands from a client (the loader's session may use LOADJOB):
+
+    DQPAOF 1                          header, always the first record
+    LOADJOB <job> <crc32>             a job's full state (core/job.py's
+                                      storage serialization, absolute expire
+                                      time) and the CRC32 of those bytes, as
+                                      8 hex digits
+    DELJOB <job-id>                   the job is gone (acked, expired, deleted)
+
+Every record is an array of bulk strings with exact framing (each bulk is
+followed by CRLF). A reader reports, for damaged files, the byte offset of
+the first record that cannot be read and whether the damage is a torn tail
+(the file ends inside that record: a crash during a write) or corruption
+followed by more data. Bytes of value 0 after the last record are free
+space the writer reserved (fallocate) and mark the end.
+
+Upgrading the format means a new version number in the header; a reader
+refuses versions it does not know, naming them.
+"""
+
+from __future__ import annotations
+
+import zlib
+from typing import Iterator, NamedTuple
+
+HEADER_COMMAND = b"DQPAOF"
+VERSION = 1
+MAX_RECORD_ARGS = 8
+MAX_BULK = 600 * 1024 * 1024
+
+
+class AofRecord(NamedTuple):
+    offset: int             # where the record starts
+    end: int                # where the next one starts
+    argv: list[bytes]
+
+
+class AofDamage(Exception):
+    """A record that cannot be read at `offset`; `torn` if the file ends in it."""
+
+    def __init__(self, offset: int, reason: str, torn: bool) -> None:
+        super().__init__(f"{reason} at byte offset {offset}")
+        self.offset = offset
+        self.reason = reason
+        self.torn = torn
+
+
+def encode(*args: bytes) -> bytes:
+    parts = [b"*%d\r\n" % len(args)]
+    for arg in args:
+        parts.append(b"$%d\r\n%b\r\n" % (len(arg), arg))
+    return b"".join(parts)
+
+
+HEADER = encode(HEADER_COMMAND, b"%d" % VERSION)
+
+
+def load_job_record(serialized_job: bytes) -> bytes:
+    crc = b"%08x" % zlib.crc32(serialized_job)
+    return encode(b"LOADJOB", serialized_job, crc)
+
+
+def del_job_record(job_id: bytes) -> bytes:
+    return encode(b"DELJOB", job_id)
+
+
+def check_crc(serialized_job: bytes, crc: bytes) -> bool:
+    return crc == b"%08x" % zlib.crc32(serialized_job)
+
+
+def records(data: bytes | memoryview) -> Iterator[AofRecord]:
+    """Every record in `data`, header first; AofDamage at the first bad one."""
+    pos, size = 0, len(data)
+    first = True
+    while pos < size:
+        if data[pos] == 0 and not any(data[pos:]):
+            return                      # reserved, never written space
+        record = _read_record(data, pos)
+        if first:
+            _check_header(record)
+            first = False
+        elif record.argv[0].upper() == b"LOADJOB":
+            if len(record.argv) != 3 or not check_crc(record.argv[1], record.argv[2]):
+                raise AofDamage(pos, "LOADJOB record fails its checksum",
+                                torn=record.end >= _data_end(data))
+        yield record
+        pos = record.end
+    if first:
+        raise AofDamage(0, "empty file: no header", torn=True)
+
+
+def _data_end(data) -> int:
+    end = len(data)
+    while end and data[end - 1] == 0:
+        end -= 1
+    return end
+
+
+def _check_header(record: AofRecord) -> None:
+    argv = record.argv
+    if len(argv) != 2 or argv[0] != HEADER_COMMAND:
+        raise AofDamage(0, "not a disque-py AOF (no DQPAOF header)", torn=False)
+    if argv[1] != b"%d" % VERSION:
+        raise AofDamage(0, "AOF format version %s is not supported (this server reads "
+                        "version %d)" % (argv[1].decode("latin-1"), VERSION), torn=False)
+
+
+def _read_line_int(data, pos: int, prefix: int, limit: int) -> tuple[int, int]:
+    """Parse `<prefix><digits>\\r\\n` at pos; returns (value, next pos)."""
+    size = len(data)
+    if pos >= size:
+        raise _Torn()
+    if data[pos] != prefix:
+        raise ValueError("expected %r" % chr(prefix))
+    end = bytes(data[pos:pos + 24]).find(b"\r\n")
+    if end < 0:
+        if size - pos < 24:
+            raise _Torn()
+        raise ValueError("bad length line")
+    digits = bytes(data[pos + 1:pos + end])
+    if not digits.isdigit() or int(digits) > limit:
+        raise ValueError("bad length")
+    return int(digits), pos + end + 2
+
+
+class _Torn(Exception):
+    pass
+
+
+def _read_record(data, start: int) -> AofRecord:
+    try:
+        count, pos = _read_line_int(data, start, 0x2A, MAX_RECORD_ARGS)
+        if count == 0:
+            raise ValueError("empty record")
+        argv = []
+        for _ in range(count):
+            length, pos = _read_line_int(data, pos, 0x24, MAX_BULK)
+            if pos + length + 2 > len(data):
+                raise _Torn()
+            if bytes(data[pos + length:pos + length + 2]) != b"\r\n":
+                raise ValueError("bulk not followed by CRLF")
+            argv.append(bytes(data[pos:pos + length]))
+            pos += length + 2
+    except _Torn:
+        raise AofDamage(start, "record cut short", torn=True) from None
+    except ValueError as error:
+        raise AofDamage(start, f"malformed record ({error})", torn=False) from None
+    return AofRecord(start, pos, argv)

@@ -1,0 +1,246 @@
+"""Persistence, running: load the AOF at start, keep it, rewrite it.
+
+At start-up (before the server listens) the AOF is replayed through the
+command table with a loader session, the only one allowed to send LOADJOB;
+DELJOB is the ordinary command. A torn last record is dropped (and cut off
+the file) when aof-load-truncated is yes; any other damage stops the start
+with its byte offset. With aof-enqueue-jobs-once the file is loaded even
+when the AOF is off, queued jobs come back queued, and the option turns
+itself off in the config file.
+
+While running it carries the core's AofLoadJob/AofDelJob effects to the
+writer, holds back replies until their records are fsynced (appendfsync
+always), drives rewrites (BGREWRITEAOF, automatic growth, turning the AOF
+on, SHUTDOWN REWRITE-AOF) and follows CONFIG SET appendonly/appendfsync.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import time
+
+from disque_py import log
+from disque_py.core.job import deserialize_job, serialize_job
+from disque_py.errors import CommandError
+from disque_py.persistence import aof_format
+from disque_py.persistence.aof import OFF, ON, WAIT_REWRITE, AofWriter
+from disque_py.persistence.rewrite import Rewrite
+
+LOADJOB_ONLY_FROM_AOF = "LOADJOB is a special command only processed from AOF"
+
+
+class StartupError(Exception):
+    """The AOF cannot be loaded: the server must not start."""
+
+
+class PersistenceService:
+    def __init__(self, runtime, node, config, server) -> None:
+        self.runtime = runtime
+        self.node = node
+        self.config = config
+        self.server = server
+        self.writer: AofWriter | None = None
+        self.path = os.path.abspath(config["appendfilename"])
+        config.on_change("appendonly", self._set_appendonly)
+        config.on_change("appendfsync", self._set_policy)
+
+    # ------------------------------------------------------------ start-up
+
+    def load_and_open(self, loop) -> None:
+        """Replay the AOF if there is one to load, then start appending."""
+        config = self.config
+        enqueue_once = config["aof-enqueue-jobs-once"]
+        data_end = 0
+        if (config["appendonly"] or enqueue_once) and os.path.exists(self.path):
+            data_end = self._load(enqueue_once)
+            if enqueue_once:
+                self._turn_off_enqueue_once()
+        self.writer = AofWriter(self.path, config["appendfsync"], loop)
+        if config["appendonly"]:
+            self.writer.open(data_end)
+            self.node.aof_enabled = True
+
+    def _load(self, enqueue: bool) -> int:
+        """Replay the file; returns where its last whole record ends."""
+        with open(self.path, "r+b") as handle:
+            if os.fstat(handle.fileno()).st_size == 0:
+                return 0
+            with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as data:
+                end, loaded = self._replay(data, enqueue)
+            if end < os.fstat(handle.fileno()).st_size and not self._only_zeros(handle, end):
+                handle.truncate(end)
+        log.notice("DB loaded from append only file: %d jobs", loaded)
+        return end
+
+    def _replay(self, data, enqueue: bool) -> tuple[int, int]:
+        session = self.server.new_session("aof-loader")
+        session.aof_loader = True
+        session.enqueue_loaded = enqueue
+        end, loaded = 0, 0
+        dispatch = self.server.commands.dispatch
+        try:
+            for record in aof_format.records(data):
+                end = record.end
+                if record.offset == 0:
+                    continue                  # the header
+                reply = dispatch(self.server, session, record.argv)
+                if isinstance(reply, CommandError):
+                    raise StartupError(f"Bad record in the AOF {self.path} at byte offset "
+                                       f"{record.offset}: {reply.message}")
+                loaded += record.argv[0].upper() == b"LOADJOB"
+        except aof_format.AofDamage as damage:
+            self._damaged(damage)
+            end = damage.offset
+        finally:
+            self.server.drop_session(session)
+        return end, loaded
+
+    def _damaged(self, damage: aof_format.AofDamage) -> None:
+        if damage.torn and self.config["aof-load-truncated"]:
+            log.warning("!!! Warning: short read while loading the AOF file %s !!! "
+                        "The last record (at byte offset %d) was cut short by a crash "
+                        "and is dropped.", self.path, damage.offset)
+            return
+        hint = ("aof-load-truncated is no" if damage.torn
+                else "run 'disque-py check-aof --fix %s' to cut it there" % self.path)
+        raise StartupError(f"Bad file format reading the append only file {self.path}: "
+                           f"{damage.reason} at byte offset {damage.offset} ({hint})")
+
+    @staticmethod
+    def _only_zeros(handle, start: int) -> bool:
+        handle.seek(start)
+        while True:
+            chunk = handle.read(1 << 20)
+            if not chunk:
+                return True
+            if chunk.strip(b"\0"):
+                return False
+
+    def _turn_off_enqueue_once(self) -> None:
+        self.config.values["aof-enqueue-jobs-once"] = False
+        if self.config.config_file:
+            try:
+                self.config.rewrite()
+            except CommandError as error:
+                log.warning("CONFIG REWRITE failed (executed to turn off "
+                            "aof-enqueue-jobs-once): %s", error.message)
+
+    def load_job(self, session, argv: list[bytes]) -> int:
+        """LOADJOB <job> <crc>: only the loader session may send it."""
+        if not session.aof_loader:
+            raise CommandError(LOADJOB_ONLY_FROM_AOF)
+        try:
+            record = deserialize_job(argv[1])
+        except ValueError as error:
+            raise CommandError(f"corrupted LOADJOB data: {error}") from None
+        return int(self.node.load_job(record, session.enqueue_loaded))
+
+    # ------------------------------------------------------------ running
+
+    def append_job(self, job) -> None:
+        self.writer.append(aof_format.load_job_record(serialize_job(job)))
+
+    def append_del(self, job_id: bytes) -> None:
+        self.writer.append(aof_format.del_job_record(job_id))
+
+    @property
+    def accepting(self) -> bool:
+        writer = self.writer
+        return writer is None or writer.state == OFF or writer.accepting
+
+    def every_second(self) -> None:
+        writer = self.writer
+        if writer is None:
+            return
+        writer.every_second()
+        if writer.state == ON and writer.rewrite is None and self._should_auto_rewrite():
+            log.notice("Starting automatic rewriting of the AOF on %d%% growth",
+                       self.config["auto-aof-rewrite-percentage"])
+            self.start_rewrite()
+
+    def _should_auto_rewrite(self) -> bool:
+        percentage = self.config["auto-aof-rewrite-percentage"]
+        writer = self.writer
+        if not percentage or writer.offset < self.config["auto-aof-rewrite-min-size"]:
+            return False
+        base = max(writer.base_size, 1)
+        return (writer.offset - base) * 100 // base >= percentage
+
+    def start_rewrite(self) -> bool:
+        writer = self.writer
+        if writer is None or writer.rewrite is not None:
+            return False
+        try:
+            writer.rewrite = Rewrite(writer, self.node.jobs.partitions())
+        except OSError as error:
+            log.warning("Cannot start the AOF rewrite: %s", error.strerror)
+            writer.last_rewrite_ok = False
+            return False
+        self.runtime.loop.call_soon(self._rewrite_step)
+        return True
+
+    def _rewrite_step(self) -> None:
+        writer = self.writer
+        rewrite = writer.rewrite
+        if rewrite is None:
+            return
+        try:
+            if not rewrite.step():
+                self.runtime.loop.call_soon(self._rewrite_step)
+                return
+            rewrite.finish()
+            writer.last_rewrite_ok = True
+            self.node.aof_enabled = True
+        except OSError as error:
+            rewrite.abort(error.strerror or str(error))
+            writer.last_rewrite_ok = False
+            if writer.state == WAIT_REWRITE:
+                writer.state = OFF
+        writer.last_rewrite_seconds = int(time.monotonic() - rewrite.started)
+        writer.rewrite = None
+
+    def rewrite_now(self) -> None:
+        """A whole rewrite, at once (SHUTDOWN REWRITE-AOF): raises OSError."""
+        writer = self.writer
+        if writer.rewrite is not None:
+            writer.rewrite.abort("superseded by a synchronous rewrite")
+        rewrite = writer.rewrite = Rewrite(writer, self.node.jobs.partitions())
+        try:
+            while not rewrite.step():
+                pass
+            rewrite.finish()
+        finally:
+            writer.rewrite = None
+
+    def _set_appendonly(self, enabled: bool) -> None:
+        writer = self.writer
+        if enabled and writer.state == OFF:
+            writer.state = WAIT_REWRITE
+            if not self.start_rewrite():
+                writer.state = OFF
+                raise CommandError("Unable to turn on AOF. Check server logs.")
+        elif not enabled and writer.state != OFF:
+            if writer.rewrite is not None:
+                writer.rewrite.abort("the AOF was turned off")
+                writer.rewrite = None
+            self.node.aof_enabled = False
+            writer.close()
+
+    def _set_policy(self, policy: str) -> None:
+        self.writer.policy = policy
+
+    def shutdown(self, rewrite: bool) -> None:
+        """Make everything durable before exit; raises OSError on failure."""
+        writer = self.writer
+        if writer is None:
+            return
+        if rewrite:
+            if writer.state == OFF:
+                writer.state = WAIT_REWRITE
+            self.rewrite_now()
+        if writer.state != OFF:
+            writer.close()
+
+    def info(self) -> list[tuple[str, object]]:
+        return self.writer.info()

@@ -1,0 +1,291 @@
+"""A deterministic in-memory network of Node cores, for cluster unit tests.
+
+N disque_py.core.node.Node cores share one seeded FakeClock. What a core
+says to a peer (ToPeer effects) is grouped per peer and per run of one kind,
+as server/cluster_service.py batches it, encoded to a real bus frame with
+disque_py.cluster.messages, carried with a latency, decoded and handed to
+the receiver's on_peer_message: the wire format is exercised on every hop.
+Unblock effects (answers to parked clients) are collected per client.
+
+Faults, all drawn from one seeded RNG so a run replays exactly:
+  * drop (probability) and drop_rule(msg) -> bool, for targeted losses;
+  * latency_ms plus a uniform jitter_ms (jitter reorders frames on a link);
+  * dup (probability) with dup_delay_ms: a frame is delivered twice;
+  * partition(*groups) / heal(): frames between groups are lost, and the
+    nodes' cluster views say so (as membership would after failure detection);
+  * crash(i) / restart(i): a node loses every job and queue, and comes back
+    empty with the same node ID; frames to a down node are lost.
+
+Time moves only in run_until / run_for, in steps of at most STEP_MS (the
+production runtime's longest timer sleep), jumping straight to the next
+frame or timer when that is sooner. Each step delivers the due frames,
+calls tick() on every node and carries out the resulting effects.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import heapq
+import random
+from collections import Counter
+from typing import Callable, NamedTuple
+
+from disque_py.cluster import messages as msg
+from disque_py.core.clock import FakeClock
+from disque_py.core.effects import ToPeer, Unblock
+from disque_py.core.job import STATE_NAMES
+from disque_py.core.node import Node
+
+START_MS = 1_700_000_000_000
+STEP_MS = 10                      # server/runtime.py TIMER_MAX_SLEEP_MS
+SETTLE_LIMIT = 100_000            # deliveries + ticks at one instant before we call it a loop
+BASE_PORT = 7711
+
+
+class Msg(NamedTuple):
+    """One frame, as traced: keys are job IDs (or the queue name)."""
+
+    at: int
+    src: int
+    dst: int
+    kind: int
+    mflags: int
+    keys: tuple
+
+    @property
+    def name(self) -> str:
+        return msg.TYPE_NAMES[self.kind]
+
+
+def node_id_for(seed: int, index: int) -> bytes:
+    return hashlib.sha1(b"simnet:%d:%d" % (seed, index)).hexdigest().encode()
+
+
+class SimNet:
+    def __init__(self, size: int, seed: int = 0, start_ms: int = START_MS) -> None:
+        self.seed = seed
+        self.clock = FakeClock(start_ms, seed=seed)
+        self.rng = random.Random(seed ^ 0x5EED)
+        self.ids = [node_id_for(seed, i) for i in range(size)]
+        self.index = {node_id: i for i, node_id in enumerate(self.ids)}
+        self.incarnation = [0] * size
+        self.nodes: list[Node] = [self._boot(i) for i in range(size)]
+        self.up = [True] * size
+        self.leaving = [False] * size
+        self.group = [0] * size            # partition group of each node
+        # Faults (change them at any time).
+        self.drop = 0.0
+        self.dup = 0.0
+        self.dup_delay_ms = 5
+        self.latency_ms = 1
+        self.jitter_ms = 0
+        self.drop_rule: Callable[[Msg], bool] | None = None
+        # Observations.
+        self.sent: list[Msg] = []          # every frame a node emitted
+        self.delivered: list[Msg] = []
+        self.dropped: list[Msg] = []
+        self.unblocked: dict = {}          # client -> [outcome, ...]
+        self.unblocks: list = []           # (time, node index, client, outcome)
+        self._inflight: list = []          # heap of (due, seq, Msg, frame bytes)
+        self._seq = 0
+        self.refresh_views()
+
+    def _boot(self, i: int) -> Node:
+        seed = b"simnet-%d-%d-%d" % (self.seed, i, self.incarnation[i])
+        return Node(self.ids[i], self.clock, id_seed=seed)
+
+    # ------------------------------------------------------------ topology
+
+    def linked(self, i: int, j: int) -> bool:
+        return i != j and self.up[i] and self.up[j] and self.group[i] == self.group[j]
+
+    def refresh_views(self) -> None:
+        """Push every live node's cluster view (membership's job in production)."""
+        size = len(self.ids)
+        for i in self.live():
+            known = {node_id for j, node_id in enumerate(self.ids) if j != i}
+            linked = [self.ids[j] for j in range(size) if self.linked(i, j) and not self.leaving[j]]
+            self.nodes[i].set_cluster_view(size, known, len(linked), linked, self.leaving[i])
+            self._drain(i)
+
+    def live(self) -> list[int]:
+        return [i for i in range(len(self.ids)) if self.up[i]]
+
+    def partition(self, *groups) -> None:
+        """Split the nodes into groups (node indexes); unlisted nodes form one more."""
+        listed = {i for group in groups for i in group}
+        for number, group in enumerate(groups, 1):
+            for i in group:
+                self.group[i] = number
+        for i in range(len(self.ids)):
+            if i not in listed:
+                self.group[i] = 0
+        self.refresh_views()
+
+    def heal(self) -> None:
+        self.group = [0] * len(self.ids)
+        self.refresh_views()
+
+    def set_leaving(self, i: int, leaving: bool = True) -> None:
+        self.leaving[i] = leaving
+        self.refresh_views()
+
+    def crash(self, i: int) -> None:
+        """The node's process dies: its state is gone, it stays known to others."""
+        self.up[i] = False
+        self.nodes[i].take_effects()
+        self.refresh_views()
+
+    def restart(self, i: int) -> Node:
+        """Back with the same ID and nothing else."""
+        self.incarnation[i] += 1
+        self.nodes[i] = self._boot(i)
+        self.up[i] = True
+        self.refresh_views()
+        return self.nodes[i]
+
+    # ------------------------------------------------------------ clients
+
+    def call(self, i: int, method: str, *args, **kwargs):
+        """Run a Node method as a command would, then carry out its effects."""
+        try:
+            return getattr(self.nodes[i], method)(*args, **kwargs)
+        finally:
+            self._drain(i)
+
+    def add_job(self, i: int, queue: bytes = b"q", body: bytes = b"body", *, repl=None,
+                delay: int = 0, retry=None, ttl: int = 3600, maxlen: int = 0,
+                async_: bool = False, client=None, timeout_ms: int = 0):
+        return self.call(i, "add_job", queue, body, repl, delay, retry, ttl, maxlen, async_,
+                         client=client, timeout_ms=timeout_ms)
+
+    def get_jobs(self, i: int, *queues: bytes, count: int = 1, client=None,
+                 timeout_ms: int = 0) -> list:
+        """GETJOB: the jobs at hand; with `client`, park it when there are none."""
+        jobs = self.call(i, "get_jobs", list(queues), count)
+        if not jobs and client is not None:
+            deadline = self.clock.now_ms() + timeout_ms if timeout_ms else 0
+            self.call(i, "block", client, list(queues), deadline, False)
+        return jobs
+
+    # ------------------------------------------------------------ the wire
+
+    def _drain(self, i: int) -> None:
+        """Carry out node i's effects: frames per peer, answers per client."""
+        runs: dict[bytes, list] = {}
+        for effect in self.nodes[i].take_effects():
+            if type(effect) is Unblock:
+                client = effect.waiter.client
+                self.unblocked.setdefault(client, []).append(effect.outcome)
+                self.unblocks.append((self.clock.now_ms(), i, client, effect.outcome))
+            elif type(effect) is ToPeer:
+                peer_runs = runs.setdefault(effect.node_id, [])
+                last = peer_runs[-1] if peer_runs else None
+                if last and last[0] == effect.kind and last[1] == effect.mflags \
+                        and effect.kind not in (msg.NEEDJOBS, msg.PAUSE):
+                    last[2].append(effect.item)
+                else:
+                    peer_runs.append([effect.kind, effect.mflags, [effect.item]])
+        for node_id, peer_runs in runs.items():
+            for kind, mflags, items in peer_runs:
+                self._send(i, self.index[node_id], kind, mflags, items)
+
+    def _send(self, src: int, dst: int, kind: int, mflags: int, items: list) -> None:
+        if msg.BODY_KIND[kind] is msg.Jobs:
+            body, keys = msg.Jobs(items), tuple(data[:40] for data in items)
+        elif msg.BODY_KIND[kind] is msg.QueueOp:
+            body, keys = items[0], (items[0].queue,)
+        else:
+            body, keys = msg.JobIds(items), tuple(job_id for job_id, _ in items)
+        header = msg.Header(kind, self.ids[src], BASE_PORT + src, 0, mflags)
+        frame = msg.encode(header, body)
+        now = self.clock.now_ms()
+        trace = Msg(now, src, dst, kind, mflags, keys)
+        self.sent.append(trace)
+        rng = self.rng
+        if not self.linked(src, dst) or (self.drop and rng.random() < self.drop) \
+                or (self.drop_rule is not None and self.drop_rule(trace)):
+            self.dropped.append(trace)
+            return
+        due = now + self.latency_ms + (rng.randint(0, self.jitter_ms) if self.jitter_ms else 0)
+        self._push(due, trace, frame)
+        if self.dup and rng.random() < self.dup:
+            self._push(due + rng.randint(0, self.dup_delay_ms), trace, frame)
+
+    def _push(self, due: int, trace: Msg, frame: bytes) -> None:
+        self._seq += 1
+        heapq.heappush(self._inflight, (due, self._seq, trace, frame))
+
+    def _deliver(self, trace: Msg, frame: bytes) -> None:
+        if not self.linked(trace.src, trace.dst):      # link broke while in flight
+            self.dropped.append(trace)
+            return
+        assert msg.frame_length(frame[:4]) == len(frame) - 4
+        header, body = msg.decode(frame[4:])
+        self.delivered.append(trace._replace(at=self.clock.now_ms()))
+        self.nodes[trace.dst].on_peer_message(header.sender, header.type, header.mflags, body)
+        self._drain(trace.dst)
+
+    # ------------------------------------------------------------ time
+
+    def settle(self) -> None:
+        """Do everything due at this instant: frames, then timers, until quiet."""
+        now = self.clock.now_ms()
+        for _ in range(SETTLE_LIMIT):
+            if self._inflight and self._inflight[0][0] <= now:
+                _, _, trace, frame = heapq.heappop(self._inflight)
+                self._deliver(trace, frame)
+                continue
+            busy = False
+            for i in self.live():
+                busy |= self.nodes[i].tick()
+                self._drain(i)
+            if not busy and not (self._inflight and self._inflight[0][0] <= now):
+                return
+        raise AssertionError("the network never went quiet (a message loop?)")
+
+    def _next_event(self, limit: int) -> int:
+        now = self.clock.now_ms()
+        candidates = [limit, now + STEP_MS]
+        if self._inflight:
+            candidates.append(self._inflight[0][0])
+        for i in self.live():
+            wake = self.nodes[i].next_wakeup()
+            if wake is not None:
+                candidates.append(wake)
+        return max(min(candidates), now + 1)
+
+    def run_until(self, condition: Callable[[], bool], max_ms: int) -> bool:
+        """Advance time until condition() holds (True) or max_ms passed (False)."""
+        deadline = self.clock.now_ms() + max_ms
+        while True:
+            self.settle()
+            if condition():
+                return True
+            now = self.clock.now_ms()
+            if now >= deadline:
+                return False
+            self.clock.set(min(self._next_event(deadline), deadline))
+
+    def run_for(self, ms: int) -> None:
+        self.run_until(lambda: False, ms)
+
+    def quiet(self) -> bool:
+        """No frame in flight."""
+        return not self._inflight
+
+    # ------------------------------------------------------------ views
+
+    def copies(self, job_id: bytes) -> dict[int, str]:
+        """Node index -> state name, for every live node that has the job."""
+        found = {}
+        for i in self.live():
+            job = self.nodes[i].lookup(job_id)
+            if job is not None:
+                found[i] = STATE_NAMES[job.state].decode()
+        return found
+
+    def count(self, kind: int, since: int = 0, delivered: bool = False) -> Counter:
+        """Frames of one kind per (src, dst), sent (or delivered) at or after `since`."""
+        source = self.delivered if delivered else self.sent
+        return Counter((m.src, m.dst) for m in source if m.kind == kind and m.at >= since)
