@@ -21,6 +21,7 @@ import click
 from disque_py import DISQUE_VERSION, __version__, log
 from disque_py.cluster_cli import cluster
 from disque_py.errors import ConfigError
+from disque_py.persistence.check import check_aof
 
 USAGE = """Usage: disque-server [/path/to/disque.conf] [options]
        disque-server - (read config from stdin)
@@ -122,3 +123,5 @@ def server(config_file, port, bind, directory) -> None:
 
 
 main.add_command(cluster)
+
+main.add_command(check_aof)
