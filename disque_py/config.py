@@ -25,10 +25,10 @@ from contextlib import suppress
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
-from disque_py.config_parse import (ENCODING, ERRORS, BadValue, Bool, BufferLimit, Dir, Enum,
-                                    Int, KeepAlive, Kind, Memory, OutputBufferLimit, Appended,
-                                    Octal, Str, Words, decode, encode, glob_match, quote,
-                                    split_args)
+from disque_py.config_kinds import (Appended, Bool, BufferLimit, Dir, Enum, Int, KeepAlive,
+                                    Kind, Memory, Octal, OutputBufferLimit, Str, Words)
+from disque_py.config_parse import (ENCODING, ERRORS, BadValue, decode, encode, glob_match,
+                                    quote, split_args)
 from disque_py.errors import CommandError, ConfigError
 
 # Defaults and limits (Disque 1.0-rc1, server.h).

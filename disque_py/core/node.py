@@ -37,7 +37,7 @@ from disque_py.core.job import (ACKED, ACTIVE, FLAG_BCAST_QUEUED, FLAG_BCAST_WIL
 from disque_py.core.queue import PAUSED_IN, PAUSED_OUT, Queue
 from disque_py.core.scantable import ScanTable
 from disque_py.core.schedule import AwakeSchedule
-from disque_py.core.waiters import GETJOB, JOB_REPLICATION, TIMED_OUT, Deadlines
+from disque_py.core.waiters import JOB_REPLICATION, TIMED_OUT, Deadlines
 from disque_py.cluster import messages as msg
 from disque_py.core.acks import AcksMixin
 from disque_py.core.consumer import ConsumerMixin

@@ -24,7 +24,7 @@ import uuid
 
 import pytest
 
-from tests.cluster.harness import MARGIN_S, call, poll
+from tests.cluster.harness import MARGIN_S, call, fail_deadline_s, poll
 
 RETRY_S = 1
 REQUEUE_DEADLINE_S = RETRY_S + 1 + 2 * MARGIN_S
@@ -145,9 +145,13 @@ def test_ack_while_a_holder_is_stopped_keeps_the_job_acked_then_reaches_the_hold
     # ack: it cannot be collected before the stopped holder confirms.
     poll(lambda: states(cluster, job_id, running) == {i: "acked" for i in running},
          5, "the job acked on the running holders")
+    # Until the others see the stopped holder as failing, and after.
+    poll(lambda: "fail?" in cluster.flags_seen(cluster[0], cluster.ids[stopped])
+         or "fail" in cluster.flags_seen(cluster[0], cluster.ids[stopped]),
+         fail_deadline_s(), "the stopped holder flagged failing")
     stays(lambda: states(cluster, job_id, running) == {i: "acked" for i in running}
           and all(qlen(cluster[i], queue) == 0 for i in running),
-          1.5, "the ack kept while a holder cannot confirm it")
+          1.0, "the ack kept while a holder cannot confirm it")
 
     cluster[stopped].resume()
     wait_gone_everywhere(cluster, job_id)
@@ -253,11 +257,12 @@ def test_working_returns_the_retry_time(cluster, queue):
 
 
 def test_working_keeps_every_holder_from_requeueing_the_job(cluster, queue):
-    retry = 2
+    retry = 3
     job_id, holders = add_job(cluster, 0, queue, 3, "RETRY", retry)
     assert call(cluster[0], "GETJOB", "FROM", queue) == [[queue.encode(), job_id, b"body"]]
-    # More than twice the retry time, WORKING sent well within each period.
-    deadline = time.monotonic() + 2.5 * retry
+    # More than twice the retry time, WORKING sent well within each period
+    # (a holder re-queues 2.75 s after the last WORKING it heard, at best).
+    deadline = time.monotonic() + 2.2 * retry
     while time.monotonic() < deadline:
         assert queued_on(cluster, job_id) == [], "re-queued despite WORKING"
         assert call(cluster[0], "WORKING", job_id) == retry

@@ -17,8 +17,9 @@ from hypothesis import strategies as st
 
 from disque_py.config import (DIRECTIVES, REWRITE_SIGNATURE, Config, markdown_table,
                               rewritten_content)
-from disque_py.config_parse import (BufferLimit, BadValue, format_memory, glob_match,
-                                    parse_memory, parse_set_integer, quote, split_args)
+from disque_py.config_kinds import BufferLimit
+from disque_py.config_parse import (BadValue, format_memory, glob_match, parse_memory,
+                                    parse_set_integer, quote, split_args)
 from disque_py.errors import CommandError, ConfigError
 
 GB = 1024 ** 3
