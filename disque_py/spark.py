@@ -1,0 +1,177 @@
+"""Push a Spark DataFrame's rows into Disque queues as jobs (PySpark).
+
+    from disque_py.spark import write_jobs
+    summary = write_jobs(df, queue="emails", nodes=["10.0.0.1:7711", "10.0.0.2:7711"],
+                         replicate=2, ttl=3600)
+
+or, once this module is imported, df.to_disque(queue=..., nodes=[...]).
+
+Each partition writes over one connection (spark_writer.PartitionWriter:
+pipelined ADDJOB batches, every reply checked, NOREPL / LEAVING / lost
+connections retried elsewhere, everything else fails the task with the
+rows and the reason). The job body is, by default, the row as a JSON
+object; `body` may name a column or be a function of the row. Every job
+carries a row key (field "_disque_key"): the partition id and the row's
+index in it, or the value of the `key` column. Spark may re-run a failed
+task, so a row can reach the queue more than once: delivery into the queue
+is at least once, and consumers that must not act twice use the key.
+
+pyspark is imported here, never by the server.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime
+import json
+import logging
+import time
+from dataclasses import dataclass
+
+from pyspark.sql import DataFrame, Row
+from pyspark.sql.types import ArrayType, MapType, StructType
+
+from disque_py.spark_writer import PartitionWriter, WriteFailed, WriteOptions
+
+KEY_FIELD = "_disque_key"
+
+log = logging.getLogger("disque_py.spark")
+
+
+def _driver_log() -> logging.Logger:
+    """The summary line must reach the driver log even when the application
+    configured no logging: then (only then) it goes to stderr."""
+    if not log.hasHandlers():
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("%(asctime)s %(name)s: %(message)s"))
+        log.addHandler(handler)
+        log.setLevel(logging.INFO)
+    return log
+
+__all__ = ["write_jobs", "WriteSummary", "WriteFailed"]
+
+
+@dataclass
+class WriteSummary:
+    queue: str
+    rows: int
+    added: int
+    retried: int
+    failed: int
+    seconds: float
+
+    def line(self) -> str:
+        rate = self.added / self.seconds if self.seconds else 0.0
+        return (f"disque write to queue {self.queue!r}: {self.added} jobs added, "
+                f"{self.retried} retried, {self.failed} failed, in {self.seconds:.1f} s "
+                f"({rate:,.0f} rows/s)")
+
+
+def write_jobs(df: DataFrame, queue: str, nodes: list[str], body=None, key: str | None = None,
+               row_key: bool = True, replicate: int | None = None, ttl: int | None = None,
+               retry: int | None = None, delay: int | None = None, asynchronous: bool = False,
+               batch_size: int = 1000, max_in_flight: int = 4, timeout_ms: int = 5000,
+               password: str | None = None) -> WriteSummary:
+    """Add every row of `df` to `queue` as a job; raise if any cannot be added."""
+    if not nodes:
+        raise ValueError("nodes: give at least one host:port")
+    options = WriteOptions(queue=queue, nodes=list(nodes), replicate=replicate, ttl=ttl,
+                           retry=retry, delay=delay, asynchronous=asynchronous,
+                           timeout_ms=timeout_ms, batch_size=batch_size,
+                           max_in_flight=max_in_flight, password=password)
+    context = df.sparkSession.sparkContext
+    added, retried, failed = (context.accumulator(0) for _ in range(3))
+    context.setJobDescription(f"disque: rows of a DataFrame -> queue {queue!r}")
+    encode = _encoder(df.schema, body, key, row_key)
+    run = _partition_runner(options, encode, (added, retried, failed))
+    started = time.monotonic()
+    try:
+        rows = sum(df.rdd.mapPartitionsWithIndex(run).collect())
+    except Exception:
+        _driver_log().error("disque write to queue %r failed after %.1f s; jobs added by partitions "
+                  "that finished: %d (see the task error for the rows and why)",
+                  queue, time.monotonic() - started, added.value)
+        raise
+    finally:
+        context.setJobDescription(None)
+    summary = WriteSummary(queue, rows, added.value, retried.value, failed.value,
+                           time.monotonic() - started)
+    _driver_log().info("%s", summary.line())
+    return summary
+
+
+def _partition_runner(options: WriteOptions, encode, counters):
+    added, retried, failed = counters
+
+    def run(partition_id: int, rows):
+        writer = PartitionWriter(options, partition_id)
+        count = 0
+
+        def encoded():
+            nonlocal count
+            for count, row in enumerate(rows, 1):
+                yield encode(partition_id, count - 1, row)
+        try:
+            writer.write(encoded())
+        finally:
+            added.add(writer.stats.added)
+            retried.add(writer.stats.retried)
+            failed.add(writer.stats.failed)
+        yield count
+    return run
+
+
+def _json_default(value):
+    """JSON for the values Spark rows hold that json does not know."""
+    if isinstance(value, (bytes, bytearray)):
+        return base64.b64encode(value).decode()
+    if isinstance(value, (datetime.date, datetime.datetime, datetime.time)):
+        return value.isoformat()
+    return str(value)           # Decimal and anything else
+
+
+_JSON = json.JSONEncoder(separators=(",", ":"), default=_json_default, ensure_ascii=False)
+
+
+def _flat(schema: StructType) -> bool:
+    """True when no column nests rows, arrays or maps (dict(zip()) suffices)."""
+    return not any(isinstance(f.dataType, (StructType, ArrayType, MapType)) for f in schema)
+
+
+def _encoder(schema: StructType, body, key: str | None, row_key: bool):
+    """A function row, index -> (row key, job body bytes) for one write."""
+    fields = schema.names
+    flat = _flat(schema)
+    dumps = _JSON.encode
+
+    def as_dict(row) -> dict:
+        return dict(zip(fields, row)) if flat else row.asDict(recursive=True)
+
+    def keyed(value, tag: str) -> bytes:
+        if isinstance(value, Row):
+            value = value.asDict(recursive=True)
+        if isinstance(value, dict):
+            if tag is not None:
+                value[KEY_FIELD] = tag
+            return dumps(value).encode()
+        if tag is None:
+            return value if isinstance(value, bytes) else str(value).encode()
+        if isinstance(value, (bytes, bytearray)):
+            value = value.decode("utf-8", "replace")
+        return dumps({KEY_FIELD: tag, "body": value}).encode()
+
+    def encode(partition_id: int, index: int, row) -> tuple[str, bytes]:
+        row_id = f"{partition_id}-{index}" if key is None else str(row[key])
+        tag = row_id if row_key else None
+        if body is None:
+            return row_id, keyed(as_dict(row), tag)
+        value = body(row) if callable(body) else row[body]
+        return row_id, keyed(value, tag)
+    return encode
+
+
+def _to_disque(self: DataFrame, queue: str, nodes: list[str], **options) -> WriteSummary:
+    return write_jobs(self, queue, nodes, **options)
+
+
+DataFrame.to_disque = _to_disque
