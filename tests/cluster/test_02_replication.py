@@ -19,7 +19,9 @@ re-queueing", and its Tcl units 02-jobs-replication and 03-jobs-queueing):
 stay "reachable" (linked, not yet flagged) yet never answer. Nodes run with
 cluster-node-timeout 1000 ms; one five-node cluster is shared by the
 module, revived and flushed (DEBUG FLUSHALL) before every test, and every
-test uses its own queue name.
+test uses its own queue name. Two tests need a cluster of their own: a
+two-node one (default REPLICATE) and a three-node one with a 5 s node
+timeout (a node stopped for seconds must stay linked and unflagged).
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ import uuid
 
 import pytest
 
-from tests.cluster.harness import MARGIN_S, ReplyError, call, fail_deadline_s, poll
+from tests.cluster.harness import MARGIN_S, call, fail_deadline_s, poll
 from tests.support import encode_command
 
 RETRY_S = 1
@@ -201,35 +203,35 @@ def test_replicate_above_the_reachable_nodes_is_refused_at_once_with_norepl(clus
 
 
 def test_norepl_after_the_timeout_when_copies_cannot_be_made_and_made_copies_are_deleted(
-        cluster, queue):
-    # Nodes 3 and 4 stay linked and unflagged (the ADDJOB comes at once),
-    # so REPLICATE 5 passes the reachability check, but they never answer.
-    timeout_ms = 3000
-    cluster[3].pause()
-    cluster[4].pause()
-    producer = cluster[0].raw()
-    began = time.monotonic()
-    producer.send(encode_command("ADDJOB", queue, "body", timeout_ms, "REPLICATE", 5))
+        make_cluster, queue):
+    # Node 2 is stopped: it stays linked and unflagged (node timeout 5 s,
+    # longer than the whole test), so REPLICATE 3 passes the reachability
+    # check, but it never answers. Everything node 0 sends it waits, in
+    # order, on the one link, to be read on SIGCONT: REPLJOB, then DELJOB.
+    trio = make_cluster(3, node_timeout_ms=5000)
+    timeout_ms = 2000
+    trio[2].pause()
+    try:
+        producer = trio[0].raw()
+        began = time.monotonic()
+        producer.send(encode_command("ADDJOB", queue, "body", timeout_ms, "REPLICATE", 3))
 
-    # While the producer waits: a wait-repl job there, copies on 1 and 2.
-    waiting = poll(lambda: jobs_in_queue(cluster[0], queue), timeout_ms / 1000 - 0.5,
-                   "the job in wait-repl state on the producer")
-    (job_id, state), = waiting.items()
-    assert state == "wait-repl"
-    poll(lambda: show(cluster[1], job_id) and show(cluster[2], job_id),
-         timeout_ms / 1000 - 0.5, "copies on the two live peers while ADDJOB waits")
+        # While the producer waits: a wait-repl job there, a copy on node 1.
+        waiting = poll(lambda: jobs_in_queue(trio[0], queue), timeout_ms / 1000 - 0.5,
+                       "the job in wait-repl state on the producer")
+        (job_id, state), = waiting.items()
+        assert state == "wait-repl"
+        poll(lambda: show(trio[1], job_id), timeout_ms / 1000 - 0.5,
+             "a copy on the live peer while ADDJOB waits")
 
-    assert producer.read_reply() == TIMEOUT_NOREPL
-    assert time.monotonic() - began >= timeout_ms / 1000 - 0.1
-    assert show(cluster[0], job_id) is None
-    poll(lambda: show(cluster[1], job_id) is None and show(cluster[2], job_id) is None,
-         5, "the copies on the live peers deleted after NOREPL")
-
-    cluster[3].resume()
-    cluster[4].resume()
-    # What reached the stopped nodes (REPLJOB, then DELJOB) is read on SIGCONT.
-    poll(lambda: not states(cluster, job_id), 10 + MARGIN_S,
-         "no copy left anywhere once the stopped nodes run again")
+        assert producer.read_reply() == TIMEOUT_NOREPL
+        assert time.monotonic() - began >= timeout_ms / 1000 - 0.1
+        assert show(trio[0], job_id) is None
+        poll(lambda: show(trio[1], job_id) is None, 5, "the live peer's copy deleted")
+    finally:
+        trio[2].resume()
+    poll(lambda: not states(trio, job_id), 5 + MARGIN_S,
+         "no copy left on the stopped node once it runs again")
 
 
 def test_a_job_expiring_before_its_copies_exist_gets_norepl_job_removed(cluster, queue):
@@ -293,6 +295,7 @@ def test_sync_addjob_uses_other_nodes_when_the_contacted_ones_do_not_answer(
 def test_repljob_is_sent_again_to_a_node_that_comes_back(cluster, queue):
     cluster[4].kill()
     producer = cluster[0].raw()
+    producer.sock.settimeout(30)       # the answer comes after a restart
     producer.send(encode_command("ADDJOB", queue, "body", 30000, "REPLICATE", 5))
     waiting = poll(lambda: jobs_in_queue(cluster[0], queue), 5, "the job waiting for copies")
     (job_id, state), = waiting.items()
@@ -352,7 +355,8 @@ def test_killing_the_queueing_node_requeues_another_copy_and_counts_the_delivery
          "exactly one queued copy among the survivors")
 
     index = queued_on(cluster, job_id, survivors)[0]
-    (got,) = call(cluster[index], "GETJOB", "NOHANG", "WITHCOUNTERS", "FROM", queue)
+    # Blocking: should the copy move meanwhile, federation brings it here.
+    (got,) = call(cluster[index], "GETJOB", "TIMEOUT", 5000, "WITHCOUNTERS", "FROM", queue)
     assert got[:2] == [queue.encode(), job_id]
     counters = dict(zip(got[3::2], got[4::2]))
     assert counters[b"additional-deliveries"] >= 1

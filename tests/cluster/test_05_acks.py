@@ -242,7 +242,8 @@ def test_a_requeue_after_retry_counts_an_additional_delivery(cluster, queue):
     assert counters(entry) == {b"nacks": 0, b"additional-deliveries": 0}
     queued = poll(lambda: queued_on(cluster, job_id), REQUEUE_DEADLINE_S,
                   "the unacknowledged job queued again")
-    (entry,) = call(cluster[queued[0]], "GETJOB", "WITHCOUNTERS", "FROM", queue)
+    (entry,) = call(cluster[queued[0]], "GETJOB", "TIMEOUT", 5000, "WITHCOUNTERS",
+                    "FROM", queue)
     assert entry[1] == job_id
     assert counters(entry)[b"additional-deliveries"] >= 1
     assert counters(entry)[b"nacks"] == 0

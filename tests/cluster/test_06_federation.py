@@ -112,7 +112,7 @@ class Consumers:
         self.done = threading.Event()
         self.errors: list[Exception] = []
         self.threads = [threading.Thread(target=self._run, args=(proc, index), daemon=True)
-                        for index, proc in procs for _ in range(per_node)]
+                        for proc, index in procs for _ in range(per_node)]
 
     def start(self) -> "Consumers":
         for thread in self.threads:
@@ -299,8 +299,9 @@ def test_disque_06_jobs_added_on_random_nodes_are_all_fetched_from_node_0(trio):
     assert fetched == numjobs
 
     for j in range(numjobs):
-        job_id = addjob(trio[1], queue, f"job_{j}", "REPLICATE", 1, "RETRY", 0)
-        assert job_id and show(trio[1], job_id) is not None
+        # (node 0 asked for this queue moments ago: node 1 may push each job to
+        # it at once, so SHOW on node 1 may already be empty, unlike Disque's)
+        assert addjob(trio[1], queue, f"job_{j}", "REPLICATE", 1, "RETRY", 0)
     started = time.monotonic()
     bodies, fetched = fetch_all_from(trio[0], queue, numjobs)
     print(f"06 part 2: {numjobs} at-most-once jobs fetched from node 0 in "

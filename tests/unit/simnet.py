@@ -14,7 +14,7 @@ Faults, all drawn from one seeded RNG so a run replays exactly:
   * partition(*groups) / heal(): frames between groups are lost, and the
     nodes' cluster views say so (as membership would after failure detection);
   * crash(i) / restart(i): a node loses every job and queue, and comes back
-    empty with the same node ID; frames to a down node are lost.
+    empty with the same node ID; frames to or from a down node are lost.
 
 Time moves only in run_until / run_for, in steps of at most STEP_MS (the
 production runtime's longest timer sleep), jumping straight to the next

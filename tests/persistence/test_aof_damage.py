@@ -1,0 +1,154 @@
+"""Damaged AOF files: a torn last record is dropped (or refused with
+aof-load-truncated no); corruption before the end refuses the start with the
+file and byte offset; check-aof reports the same offset and --fix cuts there.
+
+Offsets are located with tests/persistence/helpers.parse_records, a reader
+written for the tests, not with the product's own reader.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.persistence.helpers import (ALWAYS, add_jobs, aof_path, check_aof, data_end,
+                                       info, job_id_of, loadjob_records, parse_records,
+                                       refused_start, show_all)
+
+JOBS = 10
+
+
+@pytest.fixture
+def stopped(make_server):
+    """A server stopped cleanly after JOBS ADDJOBs: (server, ids, file bytes)."""
+    server = make_server(args=ALWAYS).start()
+    ids = [add_jobs(server, 1, "q", body=b"payload-%03d" % i)[0] for i in range(JOBS)]
+    assert server.stop() == 0
+    data = aof_path(server).read_bytes()
+    records = loadjob_records(data)
+    assert [job_id_of(r) for r in records] == ids, "one LOADJOB per ADDJOB, in order"
+    assert data_end(data) == len(data) == records[-1].end, "a clean stop leaves no spare bytes"
+    return server, ids, data
+
+
+def _present(server, ids) -> list[bytes]:
+    return [job_id for job_id, fields in show_all(server, ids).items() if fields is not None]
+
+
+def _write(server, data: bytes) -> None:
+    aof_path(server).write_bytes(data)
+
+
+# --------------------------------------------------------------- torn tail
+
+def test_torn_last_record_is_dropped_logged_and_cut(stopped):
+    server, ids, data = stopped
+    last = loadjob_records(data)[-1]
+    _write(server, data[:(last.offset + last.end) // 2])
+    server.start()
+    log = server.log_text()
+    assert f"byte offset {last.offset}" in log and "cut short" in log, log[-1500:]
+    assert _present(server, ids) == ids[:-1]
+    assert info(server, "jobs")["registered_jobs"] == JOBS - 1
+    # The file now ends at the last whole record (reserved zero bytes may follow).
+    now = aof_path(server).read_bytes()
+    assert now[:last.offset] == data[:last.offset]
+    assert data_end(now) == last.offset
+    # New records go right after it: they survive another restart.
+    new_id = add_jobs(server, 1, "q")[0]
+    server.kill()
+    server.start()
+    assert _present(server, ids + [new_id]) == ids[:-1] + [new_id]
+    assert server.stop() == 0
+    done = check_aof(aof_path(server))
+    assert done.returncode == 0 and "AOF is valid" in done.stdout, done.stdout
+
+
+def test_torn_last_record_refused_when_aof_load_truncated_is_no(stopped):
+    server, ids, data = stopped
+    last = loadjob_records(data)[-1]
+    cut = data[:last.offset + 7]
+    _write(server, cut)
+    server.args += ["--aof-load-truncated", "no"]
+    assert refused_start(server) != 0
+    log = server.log_text()
+    assert f"byte offset {last.offset}" in log, log[-1500:]
+    assert aof_path(server).read_bytes() == cut, "a refused start leaves the file alone"
+
+
+def test_torn_last_record_followed_by_reserved_space_is_dropped(make_server):
+    """A crash inside a write leaves part of a record then the zero bytes
+    fallocate reserved (the file is not cut short): still a torn tail."""
+    server = make_server(args=ALWAYS).start()
+    ids = add_jobs(server, JOBS, "q")
+    server.kill()
+    path = aof_path(server)
+    data = path.read_bytes()
+    assert len(data) > data_end(data), "the writer reserves space after the data"
+    last = loadjob_records(data)[-1]
+    middle = (last.offset + last.end) // 2
+    torn = data[:middle] + b"\0" * (len(data) - middle)
+    path.write_bytes(torn)
+    server.start()
+    assert _present(server, ids) == ids[:-1]
+    log = server.log_text()
+    assert f"byte offset {last.offset}" in log, log[-1500:]
+
+
+# -------------------------------------------------------------- corruption
+
+def _refused_then_fixed(server, ids, damaged: bytes, offset: int, kept: int) -> None:
+    """The start is refused naming file and offset; check-aof agrees;
+    --fix cuts there and the server starts with the records before it."""
+    path = aof_path(server)
+    _write(server, damaged)
+    assert refused_start(server) != 0
+    log = server.log_text()
+    assert str(path) in log and f"byte offset {offset}" in log, log[-1500:]
+    report = check_aof(path)
+    assert report.returncode == 1, report
+    assert f"byte offset {offset}" in report.stdout, report.stdout
+    assert path.read_bytes() == damaged, "check-aof without --fix changes nothing"
+    fixed = check_aof(path, fix=True)
+    assert fixed.returncode == 0, fixed
+    assert path.read_bytes() == damaged[:offset]
+    assert check_aof(path).returncode == 0
+    server.start()
+    assert _present(server, ids) == ids[:kept]
+    assert info(server, "jobs")["registered_jobs"] == kept
+
+
+def test_flipped_byte_in_early_loadjob_refuses_start_and_check_aof_fix_recovers(stopped):
+    server, ids, data = stopped
+    second = loadjob_records(data)[1]
+    body_at = data.index(b"payload-001", second.offset)
+    assert second.offset < body_at < second.end
+    damaged = bytearray(data)
+    damaged[body_at] ^= 0x20                      # 'p' -> 'P': the CRC no longer matches
+    _refused_then_fixed(server, ids, bytes(damaged), second.offset, kept=1)
+
+
+def test_garbage_between_records_refuses_start_and_check_aof_fix_recovers(stopped):
+    server, ids, data = stopped
+    boundary = loadjob_records(data)[5].end
+    damaged = data[:boundary] + b"garbage, not a record\r\n" + data[boundary:]
+    _refused_then_fixed(server, ids, damaged, boundary, kept=6)
+
+
+def test_damaged_length_line_refuses_start(stopped):
+    server, ids, data = stopped
+    third = loadjob_records(data)[2]
+    damaged = bytearray(data)
+    damaged[third.offset + 1] = ord("x")          # "*3\r\n" -> "*x\r\n"
+    _refused_then_fixed(server, ids, bytes(damaged), third.offset, kept=2)
+
+
+def test_unknown_format_version_is_refused_naming_it(stopped):
+    server, _, data = stopped
+    header = parse_records(data)[0]
+    assert header.argv == [b"DQPAOF", b"1"]
+    version_at = header.arg_offsets[1]
+    damaged = data[:version_at] + b"7" + data[version_at + 1:]
+    _write(server, damaged)
+    assert refused_start(server) != 0
+    log = server.log_text()
+    assert "version 7" in log and str(aof_path(server)) in log, log[-1500:]

@@ -1,0 +1,117 @@
+"""A full or failing disk (DEBUG AOF-FAULT): an error to the client and a
+log line, never a crash or a half-written job.
+
+What the product does, measured: with appendfsync always the ADDJOB whose
+write fails is never answered; its connection is closed (the reply was held
+for the fsync, and it cannot claim success). Commands that would grow the
+dataset then get -MISCONF until the writer's once-a-second retry finds the
+disk writable again. The tests below hold the server to the rest of the
+promise: it keeps serving, recovers by itself, and the file stays whole.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.persistence.helpers import (ALWAYS, EVERYSEC, add_jobs, aof_path, call, check_aof,
+                                       info, raw_client, raw_info, show_all)
+from tests.support import encode_command, wait_for
+
+FAULTS = [("enospc", "No space left on device"), ("eio", "Input/output error")]
+MISCONF = b"-MISCONF Errors writing to the AOF file: %s\r\n"
+
+
+def _fail_one_addjob(server, fault: str, count: int = 1) -> None:
+    """Arm the fault and send one ADDJOB on its own connection: that
+    connection must be closed without any reply."""
+    client = raw_client(server)
+    assert call(client, "DEBUG", "AOF-FAULT", fault, count) == b"+OK\r\n"
+    client.send(encode_command("ADDJOB", "q", "doomed", 0))
+    assert client.is_closed(5), "the in-flight ADDJOB got a reply or the connection hung"
+    client.close()
+
+
+def _addjob_when_accepted(server) -> bytes:
+    """ADDJOB on fresh connections until one is accepted (not MISCONF)."""
+    def attempt():
+        client = raw_client(server, timeout=2)
+        try:
+            reply = client.call("ADDJOB", "q", "after", 0)
+        finally:
+            client.close()
+        return reply if reply.startswith(b"+") else None
+    return wait_for(attempt, 15, message="ADDJOB to be accepted again")[1:-2]
+
+
+@pytest.mark.parametrize("fault,reason", FAULTS)
+def test_failed_write_closes_in_flight_client_and_logs_it(make_server, fault, reason):
+    server = make_server(args=ALWAYS).start()
+    _fail_one_addjob(server, fault)
+    wait_for(lambda: f"Error writing to the AOF ({reason})" in server.log_text(), 5,
+             message="the write error in the log")
+    assert "Closing client" in server.log_text()
+    assert server.alive()
+
+
+@pytest.mark.parametrize("fault,reason", FAULTS)
+def test_server_answers_ping_getjob_ackjob_after_a_failed_write(make_server, fault, reason):
+    server = make_server(args=ALWAYS).start()
+    [before] = add_jobs(server, 1, "q")
+    _fail_one_addjob(server, fault)
+    client = raw_client(server)
+    assert call(client, "PING") == b"+PONG\r\n"
+    got = call(client, "GETJOB", "NOHANG", "FROM", "q")
+    assert before in got, got
+    assert call(client, "ACKJOB", before) == b":1\r\n"
+    assert server.alive()
+
+
+@pytest.mark.parametrize("fault,reason", FAULTS)
+def test_addjob_refused_with_misconf_while_the_disk_fails(make_server, fault, reason):
+    server = make_server(args=ALWAYS).start()
+    _fail_one_addjob(server, fault, count=1000)      # stays failing until cleared
+    client = raw_client(server)
+    assert call(client, "ADDJOB", "q", "refused", 0) == MISCONF % reason.encode()
+    assert call(client, "DEBUG", "AOF-FAULT", "none") == b"+OK\r\n"
+    _addjob_when_accepted(server)
+
+
+@pytest.mark.parametrize("fault,reason", FAULTS)
+def test_addjob_works_again_and_aof_is_whole_after_the_fault_clears(make_server, fault, reason):
+    server = make_server(args=ALWAYS).start()
+    before = add_jobs(server, 5, "q")
+    _fail_one_addjob(server, fault)
+    after = [_addjob_when_accepted(server) for _ in range(5)]
+    assert raw_info(server, "persistence")["aof_last_write_status"] == "ok"
+    server.kill()
+    report = check_aof(aof_path(server))
+    assert report.returncode == 0 and "AOF is valid" in report.stdout, report.stdout
+    server.start()
+    shown = show_all(server, before + after)
+    assert all(fields is not None for fields in shown.values()), shown
+    # Nothing of the failed batch reached the file: no half record, no extra job.
+    assert info(server, "jobs")["registered_jobs"] == len(before) + len(after)
+
+
+@pytest.mark.parametrize("fault,reason", FAULTS)
+def test_everysec_acknowledged_job_survives_a_failed_write_and_clean_restart(
+        make_server, fault, reason):
+    """With everysec the ADDJOB is answered before its write; if that write
+    fails, the record must be written later, not dropped: a clean SHUTDOWN
+    seconds afterwards must not lose a job the client was given an ID for."""
+    server = make_server(args=EVERYSEC).start()
+    client = raw_client(server)
+    assert call(client, "DEBUG", "AOF-FAULT", fault, 1) == b"+OK\r\n"
+    reply = call(client, "ADDJOB", "q", "acknowledged", 0)
+    assert reply.startswith(b"+D-"), reply
+    job_id = reply[1:-2]
+    wait_for(lambda: f"Error writing to the AOF ({reason})" in server.log_text(), 5)
+    wait_for(lambda: raw_info(server, "persistence")["aof_accepting_writes"] == "1", 10,
+             message="the writer to recover")
+    later = _addjob_when_accepted(server)
+    client.close()
+    assert server.stop() == 0
+    server.start()
+    shown = show_all(server, [job_id, later])
+    assert shown[later] is not None
+    assert shown[job_id] is not None, "a job acknowledged to the client was lost"

@@ -1,0 +1,87 @@
+"""CONFIG SET appendonly at run time, and LOADJOB from a client.
+
+Turning the AOF on rewrites the file from memory (aof_state wait-rewrite,
+then on); from then on every job change is logged, including the changes
+made while that first rewrite runs. Turning it off closes the file.
+"""
+
+from __future__ import annotations
+
+from tests.persistence.helpers import (Consumers, Stream, add_jobs, aof_path, call,
+                                       file_size, info, raw_client, show_all)
+from tests.support import wait_for
+
+OFF = ["--appendonly", "no"]
+ON = ["--appendonly", "yes"]
+PREFILL = 30_000        # the enabling rewrite then takes many loop turns
+
+
+def _aof_state(server) -> str:
+    return info(server, "persistence")["aof_state"]
+
+
+def test_config_set_appendonly_yes_turns_on_and_writes_existing_jobs(make_server):
+    server = make_server(args=OFF).start()
+    ids = add_jobs(server, 100, "q")
+    assert _aof_state(server) == "off"
+    assert server.client().execute_command("CONFIG", "SET", "appendonly", "yes") == b"OK"
+    wait_for(lambda: _aof_state(server) == "on", 15, message="aof_state on")
+    assert server.client().execute_command("CONFIG", "GET", "appendonly") == [
+        b"appendonly", b"yes"]
+    server.kill()
+    server.args = ON
+    server.start()
+    assert all(fields is not None for fields in show_all(server, ids).values())
+    assert info(server, "jobs")["registered_jobs"] == len(ids)
+
+
+def test_config_set_appendonly_yes_during_load_loses_nothing(make_server):
+    """Jobs added and acked while the enabling rewrite runs are logged too:
+    after kill -9 every acknowledged un-acked job is back, no acked one is."""
+    server = make_server(args=OFF).start()
+    prefilled = add_jobs(server, PREFILL, "q")
+    producers = Stream(server.port, "q2", threads=2, pipelined=0).start()
+    consumers = Consumers(server.port, ["q"], threads=1).start()     # acks old jobs only
+    wait_for(lambda: producers.count() >= 200 and len(consumers.acked) >= 50, 20,
+             message="load under way")
+    assert server.client().execute_command("CONFIG", "SET", "appendonly", "yes") == b"OK"
+    wait_for(lambda: _aof_state(server) == "on", 30, message="aof_state on")
+    at_on = producers.count()
+    wait_for(lambda: producers.count() >= at_on + 200, 20, message="more load")
+    consumers.stop()
+    producers.stop()
+    server.kill()
+    server.args = ON
+    server.start()
+    acked = set(consumers.acked)
+    unacked = [job_id for job_id in prefilled + producers.ids if job_id not in acked]
+    shown = show_all(server, unacked + list(acked))
+    missing = [job_id for job_id in unacked if shown[job_id] is None]
+    revived = [job_id for job_id in acked if shown[job_id] is not None]
+    assert not missing and not revived, (
+        f"{len(missing)} acknowledged un-acked jobs missing (e.g. {missing[:2]}) and "
+        f"{len(revived)} acked jobs came back (e.g. {revived[:2]}): changes made while "
+        f"appendonly was being turned on were not logged")
+
+
+def test_config_set_appendonly_no_stops_logging(make_server):
+    server = make_server(args=ON).start()
+    kept = add_jobs(server, 20, "q")
+    assert server.client().execute_command("CONFIG", "SET", "appendonly", "no") == b"OK"
+    wait_for(lambda: _aof_state(server) == "off", 10, message="aof_state off")
+    size = file_size(aof_path(server))
+    not_logged = add_jobs(server, 20, "q")
+    assert file_size(aof_path(server)) == size
+    server.kill()
+    server.start()                      # still appendonly yes on the command line
+    shown = show_all(server, kept + not_logged)
+    assert [j for j in kept + not_logged if shown[j] is not None] == kept
+
+
+def test_loadjob_from_a_client_is_refused(make_server):
+    server = make_server(args=ON).start()
+    client = raw_client(server)
+    assert call(client, "LOADJOB", "x" * 40, "00000000") == (
+        b"-ERR LOADJOB is a special command only processed from AOF\r\n")
+    assert call(client, "PING") == b"+PONG\r\n"
+    assert info(server, "jobs")["registered_jobs"] == 0
