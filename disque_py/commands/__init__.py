@@ -80,11 +80,10 @@ TABLE = (
 )
 
 
-def _refuse_growth(server):
+def _refuse_growth(server, memory_fits: bool):
     """Commands that grow the dataset are refused when memory is full or
     the AOF cannot take more records (a full or failing disk)."""
-    node = server.node
-    if node.used_memory > node.memory_evict_at and not node.free_memory():
+    if not memory_fits:
         return OutOfMemoryError(OOM_MESSAGE)
     persistence = server.persistence
     if persistence is not None and not persistence.accepting:
@@ -136,8 +135,12 @@ class CommandTable:
         if server.requirepass and not session.authenticated \
                 and command.handler not in _BEFORE_AUTH:
             return NoAuthError(NOAUTH_MESSAGE)
+        node = server.node
+        # Above 95% of maxmemory every command first tries to free memory
+        # (Disque's freeMemoryIfNeeded); those that grow it need success.
+        memory_fits = node.used_memory <= node.memory_evict_at or node.free_memory()
         if command.denyoom:
-            refused = _refuse_growth(server)
+            refused = _refuse_growth(server, memory_fits)
             if refused is not None:
                 return refused
         session.last_command = command.name

@@ -72,6 +72,7 @@ class Node(ProducerMixin, ConsumerMixin, AcksMixin, ReplicationMixin, RequeueMix
         self.blocked_clients = 0
         self.used_memory = 0                     # running estimate, bytes
         self.maxmemory = DEFAULT_MAXMEMORY
+        self.evict_jobs = True                   # maxmemory-policy acks (else noeviction)
         self._last_ctime = 0
         self._evict_cursor = 0
         self._graveyard: list = []               # flushed containers, freed in slices
@@ -373,6 +374,8 @@ class Node(ProducerMixin, ConsumerMixin, AcksMixin, ReplicationMixin, RequeueMix
         for q in list(self.queues.values()):
             for waiter in list(q.waiters or ()):
                 self.release(waiter, TIMED_OUT)
+        for job in list(self.replicating):      # producers waiting for copies
+            self.abandon_replication(job, NoReplError(REMOVED_BEFORE_COPIES))
         old_jobs, old_queues = self.jobs, self.queues
         buckets, _ = self.schedule.clear()
         for bucket in buckets.values():

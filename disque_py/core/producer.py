@@ -96,10 +96,9 @@ class ProducerMixin:
             self.wait_for_copies(job, client, now + timeout_ms if timeout_ms else 0,
                                  extra_copies, external, now)
             return job
-        if delay == 0:
-            if not external:
-                self.enqueue(job, False, now, q)
-        else:
+        if delay == 0 and not external:
+            self.enqueue(job, False, now, q)
+        else:                   # delayed, or external: a holder will queue it
             job.state = ACTIVE
             if keep_copy:
                 self.update_awake(job)
@@ -121,25 +120,38 @@ class ProducerMixin:
 
     def free_memory(self) -> bool:
         """Above 95% of maxmemory, evict what is safe to lose: acknowledged
-        jobs, at-most-once jobs already delivered, then idle empty queues.
-        Works for at most FREE_MEMORY_BUDGET_S. True if memory is under
-        maxmemory afterwards (the caller refuses to grow it otherwise)."""
+        jobs and at-most-once jobs already delivered (idle empty queues when
+        there is no job), as Disque does before every command. Works for at
+        most FREE_MEMORY_BUDGET_S and gives up after FREE_MEMORY_MISSES
+        samples in a row with nothing to evict. True when memory is back
+        under 95% (the caller refuses commands that grow it otherwise)."""
+        if self.used_memory <= self.memory_evict_at:
+            return True
+        if not self.evict_jobs:                 # maxmemory-policy noeviction
+            return False
+        if not len(self.jobs):
+            self.evict_idle_queues()
+            return self.used_memory <= self.memory_evict_at
         deadline = time.perf_counter() + FREE_MEMORY_BUDGET_S
         parts = self.jobs.partitions()
-        misses = 0
-        while self.used_memory > self.memory_evict_at and misses < FREE_MEMORY_MISSES \
-                and time.perf_counter() < deadline:
-            part = parts[self._rng.randrange(len(parts))]
+        index = self._rng.randrange(len(parts))
+        misses = visited = 0
+        # A walk from a random partition samples jobs the way Disque's random
+        # key does, without landing on empty partitions when jobs are few.
+        while self.used_memory > self.memory_evict_at and misses <= FREE_MEMORY_MISSES \
+                and visited < len(parts) and time.perf_counter() < deadline:
+            part = parts[index]
+            index = (index + 1) % len(parts)
+            visited += 1
+            if not part:
+                continue
             evicted = False
             for job in list(part.values()):
                 if job.state == ACKED or (job.spec[RETRY] == 0 and job.flags & FLAG_DELIVERED):
                     self.unregister(job)
                     evicted = True
             misses = 0 if evicted else misses + 1
-        if self.used_memory > self.memory_evict_at:
-            self.evict_idle_queues()
-        limit = self._maxmemory
-        return not limit or self.used_memory <= limit
+        return self.used_memory <= self.memory_evict_at
 
     def memory_warning_level(self) -> int:
         """0 below 75% of maxmemory, 1 above, 2 above 95%."""

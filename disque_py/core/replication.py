@@ -125,23 +125,26 @@ class ReplicationMixin:
     # ------------------------------------------------------------ holders
 
     def on_repljob(self, sender: bytes, mflags: int, jobs: list[bytes]) -> None:
-        """REPLJOB: keep a copy and confirm it (unless leaving or full)."""
-        if self.leaving or self.used_memory > self.memory_warn_at:
-            return
+        """REPLJOB: keep a copy and confirm it. A node that is leaving or
+        short of memory takes no new copy, but still learns the holders of
+        jobs it has (a job that moved tells its holders this way)."""
+        take_new = not (self.leaving or self.used_memory > self.memory_warn_at)
         now = self.clock.now_ms()
         for data in jobs:
             try:
                 record = deserialize_job(data, now // 1000)
             except ValueError:
                 return
-            q = self.queues.get(record.queue)
-            if q is not None and q.flags & PAUSED_IN:
-                continue
             job = self.jobs.get(record.id)
-            if job is None:
-                self._adopt(record, now)
-            else:
+            if job is not None:
                 self._learn_holders(job, record.delivered)
+            elif not take_new:
+                continue
+            else:
+                q = self.queues.get(record.queue)
+                if q is not None and q.flags & PAUSED_IN:
+                    continue
+                self._adopt(record, now)
             if not mflags & msg.MSG_NOREPLY:
                 self.send(sender, msg.GOTJOB, (record.id, 0))
 

@@ -36,7 +36,7 @@ QUIT_OK = Raw(b"+OK\r\n")
 class ClientConnection(asyncio.Protocol):
     __slots__ = ("runtime", "server", "session", "transport", "reader", "pending",
                  "pending_error", "closing", "_reading_paused_for_output",
-                 "_reading_paused_for_pending", "_resume_scheduled", "_held")
+                 "_reading_paused_for_pending", "_resume_scheduled", "_held", "_running")
 
     def __init__(self, runtime) -> None:
         self.runtime = runtime
@@ -51,6 +51,7 @@ class ClientConnection(asyncio.Protocol):
         self._reading_paused_for_pending = False
         self._resume_scheduled = False
         self._held: deque | None = None     # replies waiting for an AOF fsync
+        self._running = False               # inside _run: replies not written yet
 
     # ----------------------------------------------------------- lifecycle
 
@@ -135,7 +136,11 @@ class ClientConnection(asyncio.Protocol):
             else:
                 encode_into(out, reply)
         server.stats.commands_processed += ran
-        self.runtime.after_commands()      # effects first: AOF records, other clients
+        self._running = True
+        try:
+            self.runtime.after_commands()  # effects first: AOF records, other clients
+        finally:
+            self._running = False
         if out:
             self.deliver(b"".join(out))
         if close_after or session.kill_requested:
@@ -240,7 +245,10 @@ class ClientConnection(asyncio.Protocol):
         return transport.get_write_buffer_size() if transport is not None else 0
 
     def close(self) -> None:
-        self._close()
+        """Close from elsewhere (CLIENT KILL, idle timeout). A client that
+        killed itself is closed by _run once its reply is written."""
+        if not self._running:
+            self._close()
 
 
 def _format_addr(addr) -> str:

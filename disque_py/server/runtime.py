@@ -57,6 +57,7 @@ class Runtime:
                                          announce_ip)
         self.node = Node(node_id)
         self.node.maxmemory = config["maxmemory"]
+        self.node.evict_jobs = config["maxmemory-policy"] == "acks"
         self.server = ServerState(self.node, config, executable=executable,
                                   config_file=config.config_file or "")
         self.server.feed_monitors = self.feed_monitors
@@ -76,7 +77,14 @@ class Runtime:
         config, server, node = self.config, self.server, self.node
         config.on_change("loglevel", log.set_level)
         config.on_change("requirepass", server.set_requirepass)
-        config.on_change("maxmemory", lambda value: setattr(node, "maxmemory", value))
+        config.on_change("maxmemory", self._set_maxmemory)
+        config.on_change("maxmemory-policy",
+                         lambda value: setattr(node, "evict_jobs", value == "acks"))
+
+    def _set_maxmemory(self, limit: int) -> None:
+        """A lower limit takes effect at once, as in Disque's CONFIG SET."""
+        self.node.maxmemory = limit
+        self.node.free_memory()
 
     # ------------------------------------------------------------ start-up
 

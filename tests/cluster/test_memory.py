@@ -4,9 +4,11 @@ runs out of memory?", and the OOM tests of its Tcl units 02 and 04):
   * above 75% of maxmemory a node keeps no copy of new jobs: ADDJOB
     replicates them to REPLICATE other nodes ("external replication"), and
     the node accepts no copies from others;
-  * above 95% it evicts what is safe to lose: acknowledged jobs, at-most-
-    once jobs already delivered, and idle empty queues (2 s idle);
-  * above 100% commands that may grow memory are refused with -OOM.
+  * above 95% every command first evicts what is safe to lose:
+    acknowledged jobs and at-most-once jobs already delivered (idle empty
+    queues go after 2 s idle); commands that may grow memory are refused
+    with -OOM when that cannot bring memory back under 95% (Disque's
+    freeMemoryIfNeeded), or at once under maxmemory-policy noeviction.
 
 The nodes run with --maxmemory 3mb. Our server measures the memory the
 maxmemory policy uses as its estimate of job memory, INFO used_memory_jobs
@@ -244,11 +246,12 @@ def test_above_95_percent_acked_and_delivered_at_most_once_jobs_are_evicted(clus
         # 99.5% of maxmemory: evicting every small job is not enough to get
         # under 95%, so every one of them must go, and nothing else.
         set_maxmemory(cluster[0], int(memory / 0.995))
-        # Commands that may grow memory make the node free what it can
-        # (Disque samples jobs at random, so give it a few commands).
-        poll(lambda: call(cluster[0], "ENQUEUE", safe[0]) == 0
-             and registered_jobs(cluster[0]) == len(safe), 5,
+        # Every command makes the node free what it can (Disque samples jobs
+        # at random, so give it a few commands).
+        poll(lambda: registered_jobs(cluster[0]) == len(safe), 5,
              "every acked and delivered at-most-once job evicted")
+        # Still above 95% with nothing left to evict: growth is refused.
+        assert raw_reply(cluster[0], "ENQUEUE", safe[0]) == OOM_ERROR
         for job_id in evictable:
             assert show(cluster[0], job_id) is None, job_id
         for job_id in safe:
@@ -307,16 +310,27 @@ def test_above_95_percent_idle_empty_queues_are_evicted(cluster, queue):
 
 # ------------------------------------------------------------------ 100%: refusal
 
-def test_between_95_and_100_percent_with_nothing_to_evict_addjob_is_still_accepted(
+def test_between_95_and_100_percent_with_nothing_to_evict_addjob_is_refused_with_oom(
         cluster, queue):
-    # The FAQ's rule: only at 100% are commands refused. (The 1.0-rc1
-    # binary refuses here already, when its eviction cannot get back under
-    # 95%: freeMemoryIfNeeded in server.c.)
+    # Disque's freeMemoryIfNeeded (server.c): above 95% a command that may
+    # grow memory is refused when eviction cannot get back under 95%.
     add_many(cluster[0], queue, 50, "REPLICATE", 1, "RETRY", 0)
     set_maxmemory(cluster[0], int(used(cluster[0]) / 0.97))
-    job_id = call(cluster[0], "ADDJOB", queue, "y", 5000, "REPLICATE", 1)
-    assert show(cluster[0], job_id) is None          # above 75%: copied elsewhere
+    assert raw_reply(cluster[0], "ADDJOB", queue, "y", 5000, "REPLICATE", 1) == OOM_ERROR
     assert registered_jobs(cluster[0]) == 50
+    assert call(cluster[0], "QLEN", queue) == 50          # reading still works
+
+
+def test_noeviction_policy_refuses_above_95_percent_without_evicting(cluster, queue):
+    add_many(cluster[0], queue, 20, "REPLICATE", 1, "RETRY", 0)
+    assert len(call(cluster[0], "GETJOB", "COUNT", 20, "FROM", queue)) == 20   # evictable now
+    assert call(cluster[0], "CONFIG", "SET", "maxmemory-policy", "noeviction") == b"OK"
+    try:
+        set_maxmemory(cluster[0], int(used(cluster[0]) / 0.97))
+        assert raw_reply(cluster[0], "ADDJOB", queue, "y", 5000, "REPLICATE", 1) == OOM_ERROR
+        assert registered_jobs(cluster[0]) == 20
+    finally:
+        call(cluster[0], "CONFIG", "SET", "maxmemory-policy", "acks")
 
 
 def test_above_100_percent_commands_that_grow_memory_are_refused_with_oom(cluster, queue):
@@ -332,8 +346,11 @@ def test_above_100_percent_commands_that_grow_memory_are_refused_with_oom(cluste
     assert registered_jobs(cluster[0]) == 50
     # Reading, consuming and acknowledging still work, and free memory.
     assert call(cluster[0], "QLEN", queue) == 50
-    assert len(call(cluster[0], "GETJOB", "COUNT", 10, "FROM", queue)) == 10
-    assert call(cluster[0], "FASTACK", *jobs[:10]) == 10
-    assert call(cluster[0], "ACKJOB", *jobs[10:20]) == 10
+    taken = call(cluster[0], "GETJOB", "COUNT", 10, "FROM", queue)
+    assert len(taken) == 10
+    # Delivered at-most-once jobs are evicted before the next commands run.
+    rest = [job_id for job_id in jobs if job_id not in {job[1] for job in taken}]
+    assert call(cluster[0], "FASTACK", *rest[:10]) == 10
+    assert call(cluster[0], "ACKJOB", *rest[10:20]) == 10
     assert used(cluster[0]) <= limit
     assert call(cluster[0], "ADDJOB", queue, "y", 5000, "REPLICATE", 1).startswith(b"D-")
