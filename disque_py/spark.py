@@ -69,14 +69,15 @@ class WriteSummary:
 
 def write_jobs(df: DataFrame, queue: str, nodes: list[str], body=None, key: str | None = None,
                row_key: bool = True, replicate: int | None = None, ttl: int | None = None,
-               retry: int | None = None, delay: int | None = None, asynchronous: bool = False,
+               retry: int | None = None, delay: int | None = None, maxlen: int | None = None,
+               asynchronous: bool = False,
                batch_size: int = 1000, max_in_flight: int = 4, timeout_ms: int = 5000,
                password: str | None = None) -> WriteSummary:
     """Add every row of `df` to `queue` as a job; raise if any cannot be added."""
     if not nodes:
         raise ValueError("nodes: give at least one host:port")
     options = WriteOptions(queue=queue, nodes=list(nodes), replicate=replicate, ttl=ttl,
-                           retry=retry, delay=delay, asynchronous=asynchronous,
+                           retry=retry, delay=delay, maxlen=maxlen, asynchronous=asynchronous,
                            timeout_ms=timeout_ms, batch_size=batch_size,
                            max_in_flight=max_in_flight, password=password)
     context = df.sparkSession.sparkContext

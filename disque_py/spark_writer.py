@@ -1,8 +1,10 @@
 """Writing rows as jobs, one Spark partition at a time (no Spark needed here).
 
-A PartitionWriter owns one connection to one node and pushes ADDJOBs in
-pipelined batches, keeping up to `max_in_flight` batches on the wire. Every
-reply is read and checked:
+A PartitionWriter writes to one node at a time and pushes ADDJOBs in
+pipelined batches, keeping up to `max_in_flight` batches on the wire, each
+on its own connection (a node answers one connection's ADDJOBs in order,
+each after its copies exist, so replicated writes overlap only across
+connections). Every reply is read and checked:
 
   * a job ID: the row is in the queue (with its copies, unless ASYNC);
   * NOREPL, LEAVING, LOADING or a lost connection: the rows still
@@ -55,6 +57,7 @@ class WriteOptions:
     ttl: int | None = None
     retry: int | None = None
     delay: int | None = None
+    maxlen: int | None = None
     asynchronous: bool = False
     timeout_ms: int = 5000
     batch_size: int = 1000
@@ -67,7 +70,8 @@ class WriteOptions:
         """The bytes of an ADDJOB before and after its body."""
         tail: list = [b"%d" % self.timeout_ms]
         for name, value in ((b"REPLICATE", self.replicate), (b"TTL", self.ttl),
-                            (b"RETRY", self.retry), (b"DELAY", self.delay)):
+                            (b"RETRY", self.retry), (b"DELAY", self.delay),
+                            (b"MAXLEN", self.maxlen)):
             if value is not None:
                 tail += [name, b"%d" % value]
         if self.asynchronous:
@@ -137,15 +141,19 @@ class PartitionWriter:
         self.stats = WriteStats()
         self._head, self._tail = options.addjob_framing()
         self._candidates = list(options.nodes)
+        self._priority: dict[str, int] = {}
+        self._rehomed = False
         self._bad: set[str] = set()
-        self._link: NodeLink | None = None
+        self._links: list[NodeLink] = []        # all to self._node, one per batch in flight
+        self._next_link = 0
         self._node = ""
         self._errors: list[str] = []
         self._rng = random.Random(partition_id)
-        self._inflight: deque[deque] = deque()   # sent batches; rows leave as answered
+        self._inflight: deque = deque()   # (link, rows of a sent batch); rows leave as answered
         self._retry: list = []                   # (key, command) to send again
         self._failures: list[tuple[str, str]] = []
         self._attempt = 0
+        self._last_refusal = ""
 
     # ------------------------------------------------------------ nodes
 
@@ -163,33 +171,72 @@ class PartitionWriter:
 
     def _try_nodes(self) -> bool:
         for address in self._node_order():
-            try:
-                link = NodeLink(address, self.options.password, self.options.socket_timeout_s)
-            except LINK_ERRORS as error:
-                self._errors.append(f"{address}: {error}")
-                self._bad.add(address)
+            link = self._open(address)
+            if link is None:
                 continue
-            try:
-                hello = link.call("HELLO")
-            except LINK_ERRORS as error:
-                link.close()
-                self._errors.append(f"{address}: {error}")
-                self._bad.add(address)
+            share = self._node_order()[0]
+            if share != address and not self._rehomed:
+                # HELLO showed the cluster: this partition's share is elsewhere.
+                self._rehomed = True
+                better = self._open(share)
+                if better is not None:
+                    link.close()
+                    link, address = better, share
+            self._node = address
+            if not self._open_more_links(link):
                 continue
-            if self._learn(address, hello):
-                link.close()        # the node is leaving: prefer another one
-                continue
-            self._link, self._node = link, address
             self.stats.nodes_used.add(address)
             return True
         return False
 
+    def _open_more_links(self, first: NodeLink) -> bool:
+        """One link per batch in flight: a node answers the ADDJOBs of one
+        connection in order, each waiting for its copies, so replicated
+        writes only overlap across connections."""
+        links = [first]
+        try:
+            while len(links) < self.options.max_in_flight:
+                links.append(NodeLink(self._node, self.options.password,
+                                      self.options.socket_timeout_s))
+        except LINK_ERRORS as error:
+            for link in links:
+                link.close()
+            self._errors.append(f"{self._node}: {error}")
+            self._bad.add(self._node)
+            return False
+        self._links = links
+        return True
+
+    def _open(self, address: str) -> NodeLink | None:
+        """A link to `address` after HELLO, or None (unreachable, or leaving
+        while another node is worth trying)."""
+        link = None
+        try:
+            link = NodeLink(address, self.options.password, self.options.socket_timeout_s)
+            hello = link.call("HELLO")
+        except LINK_ERRORS as error:
+            if link is not None:
+                link.close()
+            self._errors.append(f"{address}: {error}")
+            self._bad.add(address)
+            return None
+        if self._learn(address, hello):
+            link.close()
+            return None
+        return link
+
     def _node_order(self) -> list[str]:
-        nodes = self._candidates
-        start = self.partition_id % len(nodes)
-        ordered = nodes[start:] + nodes[:start]
-        good = [n for n in ordered if n not in self._bad]
-        return good + [n for n in ordered if n in self._bad]
+        """Healthy nodes first, the best-priority ones spread over partitions
+        by partition id; nodes that failed last."""
+        priority = self._priority
+        healthy = sorted((n for n in self._candidates if n not in self._bad),
+                         key=lambda n: (priority.get(n, 1), n))
+        failed = [n for n in self._candidates if n in self._bad]
+        if not healthy:
+            return failed
+        best = [n for n in healthy if priority.get(n, 1) == priority.get(healthy[0], 1)]
+        start = self.partition_id % len(best)
+        return best[start:] + best[:start] + healthy[len(best):] + failed
 
     def _learn(self, address: str, hello) -> bool:
         """Add the nodes HELLO lists; True when the node we asked is leaving
@@ -198,19 +245,23 @@ class PartitionWriter:
         leaving = False
         for node_id, ip, port, priority in hello[2:]:
             known = f"{ip.decode() or '127.0.0.1'}:{int(port)}"
+            self._priority[known] = int(priority)
+            if known not in self._candidates:
+                self._candidates.append(known)
             if int(priority) >= LEAVING_PRIORITY:
                 self._bad.add(known)
                 leaving |= node_id == myself
-            elif known not in self._candidates:
-                self._candidates.append(known)
         if leaving:
             self._bad.add(address)
         return leaving and any(n not in self._bad for n in self._candidates)
 
-    def _drop_link(self) -> None:
-        if self._link is not None:
-            self._link.close()
-            self._link = None
+    def _close_links(self) -> None:
+        for link in self._links:
+            link.close()
+        self._links = []
+
+    def _drop_node(self) -> None:
+        self._close_links()
         self._bad.add(self._node)
         if len(self._bad) >= len(self._candidates):
             self._bad.clear()          # every node failed once: try them all again
@@ -239,9 +290,7 @@ class PartitionWriter:
                 else:
                     self._send_retries()
         finally:
-            if self._link is not None:
-                self._link.close()
-                self._link = None
+            self._close_links()
         return self._result()
 
     def _result(self) -> WriteStats:
@@ -258,17 +307,19 @@ class PartitionWriter:
         """Put a batch on the wire, keeping at most max_in_flight unanswered."""
         while len(self._inflight) >= self.options.max_in_flight:
             self._read_oldest()
-        if self._link is None:
+        if not self._links:
             self._connect()
-        self._inflight.append(deque(rows))
+        link = self._links[self._next_link % len(self._links)]
+        self._next_link += 1
+        self._inflight.append((link, deque(rows)))
         try:
-            self._link.send(b"".join([command for _, command in rows]))
+            link.send(b"".join([command for _, command in rows]))
         except LINK_ERRORS as error:
             self._connection_lost(error)
 
     def _read_oldest(self) -> None:
-        batch = self._inflight[0]
-        reply = self._link.reply
+        link, batch = self._inflight[0]
+        reply = link.reply
         stats = self.stats
         try:
             while batch:
@@ -289,6 +340,7 @@ class PartitionWriter:
             else f"unexpected reply {answer!r}"
         if message.startswith(RETRYABLE_PREFIXES):
             self._retry.append(row)
+            self._last_refusal = f"{self._node}: {message}"
             self._bad.add(self._node)       # another node may do better: go there next
         else:
             self._failures.append((row[0], message))
@@ -296,24 +348,25 @@ class PartitionWriter:
     def _connection_lost(self, error: Exception) -> None:
         """Every unanswered row goes again, to another node if possible
         (it may already be in the queue: at least once)."""
-        self._errors.append(f"{self._node}: {error}")
-        for batch in self._inflight:
+        self._last_refusal = f"{self._node}: connection lost ({error})"
+        self._errors.append(self._last_refusal)
+        for _, batch in self._inflight:
             self._retry.extend(batch)
         self._inflight.clear()
-        self._drop_link()
+        self._drop_node()
 
     def _send_retries(self) -> None:
         self._attempt += 1
         rows, self._retry = self._retry, []
         if self._attempt > self.options.max_attempts:
-            last = self._errors[-1] if self._errors else "NOREPL or LEAVING"
+            last = self._last_refusal
             self._failures.extend((key, f"not added after {self.options.max_attempts} "
                                    f"attempts (last: {last})") for key, _ in rows)
             return
         self.stats.retried += len(rows)
         time.sleep(min(BACKOFF_START_S * (2 ** self._attempt), BACKOFF_MAX_S)
                    * (0.5 + self._rng.random()))
-        if self._link is not None and self._node in self._bad:
-            self._drop_link()
+        if self._links and self._node in self._bad:
+            self._drop_node()
         for start in range(0, len(rows), self.options.batch_size):
             self._send(rows[start:start + self.options.batch_size])

@@ -1,0 +1,45 @@
+"""Take every job of a queue out of a set of nodes, and read its row key."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+from tests.support import wait_for
+
+KEY_FIELD = "_disque_key"
+BATCH = 1000
+
+
+def take_all(client, queue: str) -> list[bytes]:
+    """GETJOB NOHANG until the node's queue is empty; FASTACK what was taken."""
+    bodies = []
+    while True:
+        jobs = client.execute_command("GETJOB", "NOHANG", "COUNT", BATCH, "FROM", queue)
+        if not jobs:
+            return bodies
+        client.execute_command("FASTACK", *[job[1] for job in jobs])
+        bodies.extend(job[2] for job in jobs)
+
+
+def row_keys(bodies) -> Counter:
+    return Counter(json.loads(body)[KEY_FIELD] for body in bodies)
+
+
+def drain_until(clients, queue: str, expected: set[str], timeout: float) -> Counter:
+    """Drain `clients` until every expected key was seen (copies of jobs
+    from a dead node are queued by their holders once RETRY fires)."""
+    seen: Counter = Counter()
+
+    def complete() -> bool:
+        for client in clients:
+            seen.update(row_keys(take_all(client, queue)))
+        return expected <= set(seen)
+    try:
+        wait_for(complete, timeout=timeout, interval=0.2,
+                 message=f"{len(expected)} row keys drained from {queue!r}")
+    except AssertionError as error:
+        missing = expected - set(seen)
+        raise AssertionError(f"{error}: {len(missing)} missing, "
+                             f"e.g. {sorted(missing)[:10]}") from None
+    return seen
