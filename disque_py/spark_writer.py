@@ -1,10 +1,9 @@
 """Writing rows as jobs, one Spark partition at a time (no Spark needed here).
 
-A PartitionWriter writes to one node at a time and pushes ADDJOBs in
-pipelined batches, keeping up to `max_in_flight` batches on the wire, each
-on its own connection (a node answers one connection's ADDJOBs in order,
-each after its copies exist, so replicated writes overlap only across
-connections). Every reply is read and checked:
+A PartitionWriter owns one connection to one node and pushes ADDJOBs in
+pipelined batches, keeping up to `max_in_flight` batches on the wire (the
+server lets pipelined ADDJOBs wait for their copies together, so one
+connection is enough). Every reply is read and checked:
 
   * a job ID: the row is in the queue (with its copies, unless ASYNC);
   * NOREPL, LEAVING, LOADING or a lost connection: the rows still
@@ -144,12 +143,11 @@ class PartitionWriter:
         self._priority: dict[str, int] = {}
         self._rehomed = False
         self._bad: set[str] = set()
-        self._links: list[NodeLink] = []        # all to self._node, one per batch in flight
-        self._next_link = 0
+        self._link: NodeLink | None = None
         self._node = ""
         self._errors: list[str] = []
         self._rng = random.Random(partition_id)
-        self._inflight: deque = deque()   # (link, rows of a sent batch); rows leave as answered
+        self._inflight: deque[deque] = deque()   # sent batches; rows leave as answered
         self._retry: list = []                   # (key, command) to send again
         self._failures: list[tuple[str, str]] = []
         self._attempt = 0
@@ -182,30 +180,10 @@ class PartitionWriter:
                 if better is not None:
                     link.close()
                     link, address = better, share
-            self._node = address
-            if not self._open_more_links(link):
-                continue
+            self._link, self._node = link, address
             self.stats.nodes_used.add(address)
             return True
         return False
-
-    def _open_more_links(self, first: NodeLink) -> bool:
-        """One link per batch in flight: a node answers the ADDJOBs of one
-        connection in order, each waiting for its copies, so replicated
-        writes only overlap across connections."""
-        links = [first]
-        try:
-            while len(links) < self.options.max_in_flight:
-                links.append(NodeLink(self._node, self.options.password,
-                                      self.options.socket_timeout_s))
-        except LINK_ERRORS as error:
-            for link in links:
-                link.close()
-            self._errors.append(f"{self._node}: {error}")
-            self._bad.add(self._node)
-            return False
-        self._links = links
-        return True
 
     def _open(self, address: str) -> NodeLink | None:
         """A link to `address` after HELLO, or None (unreachable, or leaving
@@ -255,13 +233,13 @@ class PartitionWriter:
             self._bad.add(address)
         return leaving and any(n not in self._bad for n in self._candidates)
 
-    def _close_links(self) -> None:
-        for link in self._links:
-            link.close()
-        self._links = []
+    def _close_link(self) -> None:
+        if self._link is not None:
+            self._link.close()
+            self._link = None
 
     def _drop_node(self) -> None:
-        self._close_links()
+        self._close_link()
         self._bad.add(self._node)
         if len(self._bad) >= len(self._candidates):
             self._bad.clear()          # every node failed once: try them all again
@@ -290,7 +268,7 @@ class PartitionWriter:
                 else:
                     self._send_retries()
         finally:
-            self._close_links()
+            self._close_link()
         return self._result()
 
     def _result(self) -> WriteStats:
@@ -307,19 +285,17 @@ class PartitionWriter:
         """Put a batch on the wire, keeping at most max_in_flight unanswered."""
         while len(self._inflight) >= self.options.max_in_flight:
             self._read_oldest()
-        if not self._links:
+        if self._link is None:
             self._connect()
-        link = self._links[self._next_link % len(self._links)]
-        self._next_link += 1
-        self._inflight.append((link, deque(rows)))
+        self._inflight.append(deque(rows))
         try:
-            link.send(b"".join([command for _, command in rows]))
+            self._link.send(b"".join([command for _, command in rows]))
         except LINK_ERRORS as error:
             self._connection_lost(error)
 
     def _read_oldest(self) -> None:
-        link, batch = self._inflight[0]
-        reply = link.reply
+        batch = self._inflight[0]
+        reply = self._link.reply
         stats = self.stats
         try:
             while batch:
@@ -350,7 +326,7 @@ class PartitionWriter:
         (it may already be in the queue: at least once)."""
         self._last_refusal = f"{self._node}: connection lost ({error})"
         self._errors.append(self._last_refusal)
-        for _, batch in self._inflight:
+        for batch in self._inflight:
             self._retry.extend(batch)
         self._inflight.clear()
         self._drop_node()
@@ -366,7 +342,7 @@ class PartitionWriter:
         self.stats.retried += len(rows)
         time.sleep(min(BACKOFF_START_S * (2 ** self._attempt), BACKOFF_MAX_S)
                    * (0.5 + self._rng.random()))
-        if self._links and self._node in self._bad:
+        if self._link is not None and self._node in self._bad:
             self._drop_node()
         for start in range(0, len(rows), self.options.batch_size):
             self._send(rows[start:start + self.options.batch_size])

@@ -119,6 +119,12 @@ class CommandTable:
             command = self._by_name.get(name.lower())
         return command
 
+    def overlaps_parked(self, name: bytes) -> bool:
+        """True for ADDJOB: it may run while the same client's earlier
+        ADDJOBs wait for their copies (see Park)."""
+        command = self.lookup(name)
+        return command is not None and command.handler is jobs.addjob
+
     def dispatch(self, server, session, argv: list[bytes]):
         """Run one command; returns its reply value (or a Park)."""
         name = argv[0]

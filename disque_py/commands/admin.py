@@ -188,7 +188,7 @@ def _set_client_name(session, name: bytes) -> None:
 
 def _client_line(server, s) -> str:
     now = time.monotonic()
-    flags = ("O" if s.monitor else "") + ("b" if s.parked is not None else "") + \
+    flags = ("O" if s.monitor else "") + ("b" if s.waiting else "") + \
         ("c" if s.kill_requested else "")
     conn = s.conn
     qbuf = conn.input_buffered() if conn is not None else 0
@@ -253,7 +253,9 @@ def bgrewriteaof(server, session, argv):
     if writer is not None and writer.rewrite_in_progress:
         raise CommandError("Background append only file rewriting already in progress")
     if persistence is None or not persistence.start_rewrite():
-        return CommandError("")
+        # Disque answers a bare -ERR here; later Redis names where to look.
+        return CommandError("Can't execute an AOF background rewriting. "
+                            "Please check the server logs for more information.")
     return "Background append only file rewriting started"
 
 

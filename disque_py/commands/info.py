@@ -62,8 +62,10 @@ def _server(srv) -> list[tuple[str, object]]:
 
 
 def _clients(srv) -> list[tuple[str, object]]:
-    longest_output = biggest_input = 0
+    longest_output = biggest_input = blocked = 0
     for session in srv.clients.values():
+        if session.waiting:         # one client may have several ADDJOBs parked
+            blocked += 1
         conn = session.conn
         if conn is not None:
             longest_output = max(longest_output, conn.output_buffered())
@@ -72,7 +74,7 @@ def _clients(srv) -> list[tuple[str, object]]:
         ("connected_clients", len(srv.clients)),
         ("client_longest_output_list", longest_output),
         ("client_biggest_input_buf", biggest_input),
-        ("blocked_clients", srv.node.blocked_clients),
+        ("blocked_clients", blocked),
     ]
 
 

@@ -37,7 +37,7 @@ def addjob(server, session, argv):
     job = server.node.add_job(argv[1], argv[2], repl, delay, retry, ttl, maxlen, async_,
                               session, timeout)
     if job.state == WAIT_REPL:
-        return Park(job.extra.waiter)
+        return Park(job.extra.waiter, True)
     return Raw(b"+%b\r\n" % job.id)
 
 

@@ -11,7 +11,19 @@ Rules kept:
     "not accepting" before a job is accepted, never as half a record. A
     write that fails anyway is truncated back to the last whole record.
     While not accepting, write commands get -MISCONF; the writer retries
-    every second and clears the state when space is back.
+    every second and clears the state when the disk works again.
+  * The records of a failed write are kept, under every policy, and written
+    first by the next attempt, ahead of newer records (as Redis keeps its
+    aof_buf): a job in memory is never silently absent from the file. With
+    appendfsync always the replies that waited for them cannot claim
+    success and cannot wait for a disk that may never come back: their
+    connections are closed (to those clients the outcome is unknown, as
+    after a timeout; the jobs stay in memory and reach the file with the
+    retry). Replies that come later do not wait for that failed batch, so
+    PING, reads and -MISCONF are answered at once.
+  * fsyncs and closes run in order on one background thread, so a file is
+    never closed while an fsync of it is still queued (its descriptor
+    could meanwhile name another file).
   * Rewrite without stopping: live jobs are serialized a slice per loop
     turn into a temporary file while new records also go to a buffer; the
     buffer is then appended, the file fsynced and renamed over the old one.
@@ -24,6 +36,7 @@ from __future__ import annotations
 import errno
 import os
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 from disque_py import log
 from disque_py.persistence import aof_format
@@ -71,6 +84,9 @@ class FileOps:
     def truncate(self, fd: int, length: int) -> None:
         os.ftruncate(fd, length)
 
+    def close(self, fd: int) -> None:
+        os.close(fd)
+
 
 class AofWriter:
     def __init__(self, path: str, policy: str, loop, ops: FileOps | None = None) -> None:
@@ -84,11 +100,16 @@ class AofWriter:
         self.reserved = 0             # the file is allocated up to here
         self.base_size = 0            # size after the last rewrite (auto-rewrite)
         self._buffer: list[bytes] = []
+        self._unwritten = b""         # records of a failed write: written first next time
         self._flush_scheduled = False
-        self.written_gen = 0          # batches written
+        self.written_gen = 0          # batches written (a failed one keeps its number
+                                      # for its retry)
         self.synced_gen = 0           # batches covered by a finished fsync
+        self.settled_gen = 0          # batches new replies need not wait for: synced,
+                                      # or their fsync failed
         self._fsync_running = False
         self._waiting: dict[int, list] = {}
+        self._background = ThreadPoolExecutor(1, thread_name_prefix="aof-fsync")
         self.last_write_ok = True
         self.last_error = ""
         self.accepting = True
@@ -112,18 +133,50 @@ class AofWriter:
         self.state = ON
         self._reserve_headroom()
 
+    def adopt(self, fd: int, size: int) -> None:
+        """Append to a rewritten, fsynced file from now on. It holds every
+        record so far: the rewrite serialized the jobs from memory and its
+        buffer has what came meanwhile, so what is held here is dropped."""
+        if self.fd >= 0:
+            self._close_in_background(self.fd)
+        self.fd, self.offset, self.reserved, self.base_size = fd, size, size, size
+        self.state = ON
+        self._buffer.clear()
+        self._unwritten = b""
+        self.written_gen += 1         # the rewritten file counts as one batch, synced
+        self._synced(self.written_gen)
+        self._succeeded()
+
+    def sync(self) -> None:
+        """Write and fsync every record held, now (before a shutdown).
+        Raises OSError, the file staying open, if that cannot be done."""
+        if self.fd < 0:
+            return
+        error = self.flush()
+        if error is not None:
+            raise error
+        self.ops.fsync(self.fd)
+        self._synced(self.written_gen)
+
     def close(self) -> None:
-        """Flush what is buffered, fsync, and close (clean shutdown)."""
-        self.flush()
+        """Give the reserved space back and close the file. Records that
+        sync() did not make durable are dropped; their replies fail."""
         if self.fd >= 0:
             try:
-                self.ops.fsync(self.fd)
-                self.ops.truncate(self.fd, self.offset)   # give reserved space back
+                self.ops.truncate(self.fd, self.offset)
             except OSError as error:
-                log.warning("Closing the AOF: %s", error.strerror)
-            os.close(self.fd)
+                log.warning("Cannot give the AOF's reserved space back: %s", error.strerror)
+            self._close_in_background(self.fd)
             self.fd = -1
+        self._buffer.clear()
+        self._unwritten = b""
+        self._answer(False, self.written_gen + 1)    # every reply still waiting
         self.state = OFF
+
+    def _close_in_background(self, fd: int) -> None:
+        # Queued behind any fsync of fd: closed sooner, the number could be
+        # reused by another file (or socket) before that fsync runs.
+        self._background.submit(self.ops.close, fd)
 
     # ------------------------------------------------------------ appending
 
@@ -141,51 +194,81 @@ class AofWriter:
         records are on disk; False (call nothing) if nothing needs waiting."""
         if self.policy != "always" or self.state != ON:
             return False
+        # A reply depends on this turn's records, or else on those already
+        # written; not on the records of a failed write (their replies failed).
         gen = self.written_gen + 1 if self._buffer else self.written_gen
-        if gen <= self.synced_gen:
+        if gen <= self.settled_gen:
             return False
         self._waiting.setdefault(gen, []).append(callback)
         return True
 
-    def flush(self) -> None:
+    def flush(self) -> OSError | None:
+        """Write the records held, those of a failed write first. Returns the
+        error if the write failed: the records are then kept for the next try."""
         self._flush_scheduled = False
-        if not self._buffer or self.fd < 0:
-            return
-        data = b"".join(self._buffer)
+        if self.fd < 0 or not (self._buffer or self._unwritten):
+            return None
+        data = self._unwritten + b"".join(self._buffer)
         self._buffer.clear()
-        gen = self.written_gen + 1
         try:
-            if self.offset + len(data) > self.reserved:
-                self.ops.reserve(self.fd, self.offset, len(data) + RESERVE_CHUNK)
-                self.reserved = self.offset + len(data) + RESERVE_CHUNK
-            self.ops.write_all(self.fd, data, self.offset)
+            self._write_at_end(data)
         except OSError as error:
-            self._write_failed(error, gen)
-            return
+            self._write_failed(error, data)
+            return error
+        self._unwritten = b""
         self.offset += len(data)
-        self.written_gen = gen
-        if not self.last_write_ok:
-            log.notice("AOF write error cleared: writes succeed again")
-        self.last_write_ok = True
-        self._reserve_headroom()
+        self.written_gen += 1
+        self._succeeded()
         if self.policy == "always":
             self._start_fsync()
+        return None
 
-    def _write_failed(self, error: OSError, gen: int) -> None:
-        self.last_write_ok = False
-        self.accepting = False
-        self.last_error = error.strerror or str(error)
-        log.warning("Error writing to the AOF (%s): the records of this turn are dropped, "
-                    "write commands are refused until the disk is writable again",
-                    self.last_error)
+    def _write_at_end(self, data: bytes) -> None:
+        if self.offset + len(data) > self.reserved:
+            self.ops.reserve(self.fd, self.offset, len(data) + RESERVE_CHUNK)
+            self.reserved = self.offset + len(data) + RESERVE_CHUNK
+        self.ops.write_all(self.fd, data, self.offset)
+
+    def _write_failed(self, error: OSError, data: bytes) -> None:
+        self._unwritten = data
+        self._enter_error(error, "Error writing to the AOF (%s): its records are kept and "
+                                 "written again once the disk accepts them; write commands "
+                                 "are refused until then")
         try:
             self.ops.truncate(self.fd, self.offset)   # no half record stays behind
             self.reserved = self.offset
         except OSError:
             pass
-        self.written_gen = gen            # this generation is settled: as failed
-        for callback in self._waiting.pop(gen, []):
-            callback(False, self.last_error)
+        failed = self.written_gen + 1
+        self._answer(False, failed, first=failed)
+
+    def _enter_error(self, error: OSError, message: str) -> None:
+        reason = error.strerror or str(error)
+        if self.last_write_ok or reason != self.last_error:   # not again every retry
+            log.warning(message, reason)
+        self.last_write_ok = False
+        self.accepting = False
+        self.last_error = reason
+
+    def _succeeded(self) -> None:
+        """A write or fsync worked: the error state ends, if space allows."""
+        if not self.last_write_ok:
+            log.notice("AOF write error cleared: writes succeed again")
+            self.last_write_ok = True
+        self._reserve_headroom()
+
+    def _synced(self, gen: int) -> None:
+        """Batches up to gen are durable: release the replies waiting for them."""
+        self.synced_gen = max(self.synced_gen, gen)
+        self.settled_gen = max(self.settled_gen, gen)
+        self._answer(True, gen)
+
+    def _answer(self, ok: bool, last: int, first: int = 0) -> None:
+        """Run the callbacks of the replies waiting for batches first..last:
+        durable (ok), or not (a failed write or fsync, a closed file)."""
+        for gen in sorted(g for g in self._waiting if first <= g <= last):
+            for callback in self._waiting.pop(gen):
+                callback(ok, self.last_error)
 
     def _reserve_headroom(self) -> None:
         if self.reserved - self.offset >= RESERVE_LOW_WATER:
@@ -212,42 +295,48 @@ class AofWriter:
             return
         self._fsync_running = True
         target, fd = self.written_gen, self.fd
-        future = self.loop.run_in_executor(None, self.ops.fsync, fd)
-        future.add_done_callback(lambda done: self._fsync_done(done, target))
+        future = self.loop.run_in_executor(self._background, self.ops.fsync, fd)
+        future.add_done_callback(lambda done: self._fsync_done(done, fd, target))
 
-    def _fsync_done(self, done, target: int) -> None:
+    def _fsync_done(self, done, fd: int, target: int) -> None:
         self._fsync_running = False
         error = done.exception()
-        if error is not None:
-            self.last_write_ok = False
-            self.accepting = False
-            self.last_error = getattr(error, "strerror", None) or str(error)
-            log.warning("fsync of the AOF failed: %s", self.last_error)
-        else:
-            self.synced_gen = max(self.synced_gen, target)
-        for gen in sorted(g for g in self._waiting if g <= target):
-            for callback in self._waiting.pop(gen):
-                callback(error is None, self.last_error)
+        # An fsync of a file since replaced by a rewrite (fsynced whole) or
+        # closed is moot: the replies waiting for it were answered then.
+        if fd == self.fd:
+            if error is not None:
+                self._fsync_failed(error, target)
+                return                # the cron retries: no busy loop on a dead disk
+            self._synced(target)
+            if not self.last_write_ok and not self._unwritten:
+                self._succeeded()
         if self.policy == "always":
-            self._start_fsync()
+            self._start_fsync()       # what was written while this one ran
 
-    def release_synced(self) -> None:
-        """Answer every waiter covered by the last sync (after a rewrite)."""
-        for gen in sorted(g for g in self._waiting if g <= self.synced_gen):
-            for callback in self._waiting.pop(gen):
-                callback(True, "")
+    def _fsync_failed(self, error: OSError, target: int) -> None:
+        self._enter_error(error, "fsync of the AOF failed: %s")
+        self.settled_gen = max(self.settled_gen, target)    # later replies do not wait
+        self._answer(False, target)
 
     def every_second(self) -> None:
         """The cron: everysec fsyncs; a writer in error state retries."""
         if self.state != ON:
             return
-        if not self.last_write_ok or not self.accepting:
-            self.last_write_ok = True
-            self._reserve_headroom()
         if self.policy == "everysec":
             if self._fsync_running:
                 self.delayed_fsync += 1
             self._start_fsync()
+        if not self.accepting:
+            self._retry()
+
+    def _retry(self) -> None:
+        """Try again what made the writer refuse write commands."""
+        if self._unwritten:
+            self.flush()                  # a failed write
+        elif not self.last_write_ok and self.synced_gen < self.written_gen:
+            self._start_fsync()           # a failed fsync
+        else:
+            self._succeeded()             # space ran short: reserve it again
 
     # ------------------------------------------------------------ views
 
@@ -274,7 +363,8 @@ class AofWriter:
                 ("aof_current_size", self.offset),
                 ("aof_base_size", self.base_size),
                 ("aof_pending_rewrite", 0),
-                ("aof_buffer_length", sum(map(len, self._buffer))),
+                ("aof_buffer_length",
+                 len(self._unwritten) + sum(map(len, self._buffer))),
                 ("aof_rewrite_buffer_length",
                  sum(map(len, rewrite.buffer)) if rewrite else 0),
                 ("aof_pending_bio_fsync", int(self._fsync_running)),

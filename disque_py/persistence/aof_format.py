@@ -15,7 +15,9 @@ followed by CRLF). A reader reports, for damaged files, the byte offset of
 the first record that cannot be read and whether the damage is a torn tail
 (the file ends inside that record: a crash during a write) or corruption
 followed by more data. Bytes of value 0 after the last record are free
-space the writer reserved (fallocate) and mark the end.
+space the writer reserved (fallocate) and mark the end; records are judged
+against that end, so a record torn by a crash and followed by reserved
+space is a torn tail, as it would be at the end of the file.
 
 Upgrading the format means a new version number in the header; a reader
 refuses versions it does not know, naming them.
@@ -30,6 +32,7 @@ HEADER_COMMAND = b"DQPAOF"
 VERSION = 1
 MAX_RECORD_ARGS = 8
 MAX_BULK = 600 * 1024 * 1024
+_SCAN_CHUNK = 1 << 20           # bytes looked at per step when finding the data's end
 
 
 class AofRecord(NamedTuple):
@@ -73,30 +76,34 @@ def check_crc(serialized_job: bytes, crc: bytes) -> bool:
 
 def records(data: bytes | memoryview) -> Iterator[AofRecord]:
     """Every record in `data`, header first; AofDamage at the first bad one."""
-    pos, size = 0, len(data)
+    # Reserved zero bytes must not pass for a torn record's missing tail.
+    pos, end = 0, data_end(data)
     first = True
-    while pos < size:
-        if data[pos] == 0 and not any(data[pos:]):
-            return                      # reserved, never written space
-        record = _read_record(data, pos)
+    while pos < end:
+        record = _read_record(data, pos, end)
         if first:
             _check_header(record)
             first = False
         elif record.argv[0].upper() == b"LOADJOB":
             if len(record.argv) != 3 or not check_crc(record.argv[1], record.argv[2]):
                 raise AofDamage(pos, "LOADJOB record fails its checksum",
-                                torn=record.end >= _data_end(data))
+                                torn=record.end >= end)
         yield record
         pos = record.end
     if first:
         raise AofDamage(0, "empty file: no header", torn=True)
 
 
-def _data_end(data) -> int:
+def data_end(data: bytes | memoryview) -> int:
+    """Where the written data ends: the trailing zero bytes are reserved space."""
     end = len(data)
-    while end and data[end - 1] == 0:
-        end -= 1
-    return end
+    while end:
+        start = max(0, end - _SCAN_CHUNK)
+        written = bytes(data[start:end]).rstrip(b"\0")
+        if written:
+            return start + len(written)
+        end = start
+    return 0
 
 
 def _check_header(record: AofRecord) -> None:
@@ -108,37 +115,37 @@ def _check_header(record: AofRecord) -> None:
                         "version %d)" % (argv[1].decode("latin-1"), VERSION), torn=False)
 
 
-def _read_line_int(data, pos: int, prefix: int, limit: int) -> tuple[int, int]:
-    """Parse `<prefix><digits>\\r\\n` at pos; returns (value, next pos)."""
-    size = len(data)
-    if pos >= size:
+def _read_line_int(data, pos: int, end: int, prefix: int, limit: int) -> tuple[int, int]:
+    """Parse `<prefix><digits>\\r\\n` at pos, before end; returns (value, next pos)."""
+    if pos >= end:
         raise _Torn()
     if data[pos] != prefix:
         raise ValueError("expected %r" % chr(prefix))
-    end = bytes(data[pos:pos + 24]).find(b"\r\n")
-    if end < 0:
-        if size - pos < 24:
+    line_end = bytes(data[pos:min(pos + 24, end)]).find(b"\r\n")
+    if line_end < 0:
+        if end - pos < 24:
             raise _Torn()
         raise ValueError("bad length line")
-    digits = bytes(data[pos + 1:pos + end])
+    digits = bytes(data[pos + 1:pos + line_end])
     if not digits.isdigit() or int(digits) > limit:
         raise ValueError("bad length")
-    return int(digits), pos + end + 2
+    return int(digits), pos + line_end + 2
 
 
 class _Torn(Exception):
     pass
 
 
-def _read_record(data, start: int) -> AofRecord:
+def _read_record(data, start: int, end: int) -> AofRecord:
+    """The record at start, which must end by end (the end of the data)."""
     try:
-        count, pos = _read_line_int(data, start, 0x2A, MAX_RECORD_ARGS)
+        count, pos = _read_line_int(data, start, end, 0x2A, MAX_RECORD_ARGS)
         if count == 0:
             raise ValueError("empty record")
         argv = []
         for _ in range(count):
-            length, pos = _read_line_int(data, pos, 0x24, MAX_BULK)
-            if pos + length + 2 > len(data):
+            length, pos = _read_line_int(data, pos, end, 0x24, MAX_BULK)
+            if pos + length + 2 > end:
                 raise _Torn()
             if bytes(data[pos + length:pos + length + 2]) != b"\r\n":
                 raise ValueError("bulk not followed by CRLF")

@@ -8,31 +8,43 @@ replayed after the snapshot: a job created meanwhile may appear twice
 (loading ignores the second), a job deleted meanwhile is deleted again by
 its DELJOB. finish() appends the buffer, fsyncs, renames the file over the
 AOF and fsyncs the directory: a crash at any point leaves either the old
-file or the new one.
+file or the new one. With the AOF on, the writer appends to the new file
+from then on; with it off (BGREWRITEAOF, SHUTDOWN REWRITE-AOF) the file is
+only written.
+
+A rewrite that fails removes its temporary file; one whose process died
+leaves it behind, and the next start removes it (remove_leftovers).
 """
 
 from __future__ import annotations
 
+import glob
 import os
 import time
 
 from disque_py import log
 from disque_py.core.job import ACTIVE, QUEUED, serialize_job
 from disque_py.persistence import aof_format
-from disque_py.persistence.aof import ON, REWRITE_SLICE_JOBS
+from disque_py.persistence.aof import OFF, REWRITE_SLICE_JOBS
+
+TEMP_SUFFIX = ".rewrite-%d.tmp"        # after the AOF's path; %d: the server's pid
 
 
 class Rewrite:
     def __init__(self, writer, partitions: list[dict]) -> None:
         self.writer = writer
         self.started = time.monotonic()
-        self.temp_path = "%s.rewrite-%d.tmp" % (writer.path, os.getpid())
+        self.temp_path = writer.path + TEMP_SUFFIX % os.getpid()
         self.fd = os.open(self.temp_path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
         self.size = 0
         self.buffer: list[bytes] = []
         self._partitions = partitions          # the jobs table's partitions, by reference
         self._next_partition = 0
-        self._write(aof_format.HEADER)
+        try:
+            self._write(aof_format.HEADER)
+        except OSError:
+            self._discard()
+            raise
 
     def _write(self, data: bytes) -> None:
         self.writer.ops.write_all(self.fd, data, self.size)
@@ -52,27 +64,28 @@ class Rewrite:
         return self._next_partition >= len(partitions)
 
     def finish(self) -> None:
-        """Append what arrived meanwhile, make it durable, switch files."""
+        """Append what arrived meanwhile, make it durable, switch files.
+        Raises OSError (then abort()) only before the rename."""
         writer = self.writer
-        writer.flush()
         if self.buffer:
             self._write(b"".join(self.buffer))
             self.buffer.clear()
         writer.ops.fsync(self.fd)
         os.replace(self.temp_path, writer.path)
+        # From here the new file is the AOF: nothing may fail any more, or
+        # the writer would go on appending to the old, unlinked one.
+        if writer.state == OFF:
+            os.close(self.fd)
+        else:
+            writer.adopt(self.fd, self.size)
         _fsync_directory(os.path.dirname(writer.path))
-        old_fd = writer.fd
-        writer.fd, writer.offset, writer.reserved = self.fd, self.size, self.size
-        writer.base_size = self.size
-        writer.synced_gen = writer.written_gen      # everything is in the new, synced file
-        writer.state = ON
-        if old_fd >= 0:
-            os.close(old_fd)
-        writer.release_synced()
         log.notice("AOF rewrite done: %d bytes", self.size)
 
     def abort(self, reason: str) -> None:
         log.warning("AOF rewrite aborted: %s", reason)
+        self._discard()
+
+    def _discard(self) -> None:
         os.close(self.fd)
         try:
             os.unlink(self.temp_path)
@@ -80,9 +93,27 @@ class Rewrite:
             pass
 
 
+def remove_leftovers(aof_path: str) -> None:
+    """Remove the temporary files of rewrites whose process died (at start)."""
+    pattern = glob.escape(aof_path) + TEMP_SUFFIX.replace("%d", "[0-9]*")
+    for path in glob.glob(pattern):
+        try:
+            os.unlink(path)
+            log.notice("Removed %s, left behind by an interrupted AOF rewrite", path)
+        except OSError as error:
+            log.warning("Cannot remove %s, left behind by an AOF rewrite: %s",
+                        path, error.strerror)
+
+
 def _fsync_directory(directory: str) -> None:
-    fd = os.open(directory or ".", os.O_RDONLY)
+    """Make the rename durable. A failure is logged, not raised: the rename
+    is done and the writer already appends to the new file."""
     try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+        fd = os.open(directory or ".", os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    except OSError as error:
+        log.warning("fsync of the AOF's directory failed after a rewrite (%s): a crash "
+                    "now could bring the old file back", error.strerror)

@@ -12,6 +12,12 @@ While running it carries the core's AofLoadJob/AofDelJob effects to the
 writer, holds back replies until their records are fsynced (appendfsync
 always), drives rewrites (BGREWRITEAOF, automatic growth, turning the AOF
 on, SHUTDOWN REWRITE-AOF) and follows CONFIG SET appendonly/appendfsync.
+
+The core emits those effects (node.aof_enabled) whenever something takes
+the records: the AOF when on, and any running rewrite, which needs the
+changes made during its walk. So turning the AOF on logs everything from
+the moment it is asked (WAIT_REWRITE, as Disque does), and BGREWRITEAOF
+with the AOF off writes a consistent file yet leaves the AOF off.
 """
 
 from __future__ import annotations
@@ -25,7 +31,7 @@ from disque_py.core.job import deserialize_job, serialize_job
 from disque_py.errors import CommandError
 from disque_py.persistence import aof_format
 from disque_py.persistence.aof import OFF, ON, WAIT_REWRITE, AofWriter
-from disque_py.persistence.rewrite import Rewrite
+from disque_py.persistence.rewrite import Rewrite, remove_leftovers
 
 LOADJOB_ONLY_FROM_AOF = "LOADJOB is a special command only processed from AOF"
 
@@ -50,6 +56,7 @@ class PersistenceService:
     def load_and_open(self, loop) -> None:
         """Replay the AOF if there is one to load, then start appending."""
         config = self.config
+        remove_leftovers(self.path)
         enqueue_once = config["aof-enqueue-jobs-once"]
         data_end = 0
         if (config["appendonly"] or enqueue_once) and os.path.exists(self.path):
@@ -59,7 +66,7 @@ class PersistenceService:
         self.writer = AofWriter(self.path, config["appendfsync"], loop)
         if config["appendonly"]:
             self.writer.open(data_end)
-            self.node.aof_enabled = True
+        self._follow_writer()
 
     def _load(self, enqueue: bool) -> int:
         """Replay the file; returns where its last whole record ends."""
@@ -68,7 +75,8 @@ class PersistenceService:
                 return 0
             with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as data:
                 end, loaded = self._replay(data, enqueue)
-            if end < os.fstat(handle.fileno()).st_size and not self._only_zeros(handle, end):
+                damaged = end < aof_format.data_end(data)
+            if damaged:
                 handle.truncate(end)
         log.notice("DB loaded from append only file: %d jobs", loaded)
         return end
@@ -107,18 +115,10 @@ class PersistenceService:
         raise StartupError(f"Bad file format reading the append only file {self.path}: "
                            f"{damage.reason} at byte offset {damage.offset} ({hint})")
 
-    @staticmethod
-    def _only_zeros(handle, start: int) -> bool:
-        handle.seek(start)
-        while True:
-            chunk = handle.read(1 << 20)
-            if not chunk:
-                return True
-            if chunk.strip(b"\0"):
-                return False
-
     def _turn_off_enqueue_once(self) -> None:
-        self.config.values["aof-enqueue-jobs-once"] = False
+        # The option is settable (the controlled restart sets it by CONFIG
+        # SET), so the public setter turns it off the same way.
+        self.config.set(b"aof-enqueue-jobs-once", b"no")
         if self.config.config_file:
             try:
                 self.config.rewrite()
@@ -168,78 +168,118 @@ class PersistenceService:
         return (writer.offset - base) * 100 // base >= percentage
 
     def start_rewrite(self) -> bool:
-        writer = self.writer
-        if writer is None or writer.rewrite is not None:
+        """Start a rewrite in the background; False if one runs or it cannot start."""
+        if self.writer is None or self.writer.rewrite is not None:
             return False
         try:
-            writer.rewrite = Rewrite(writer, self.node.jobs.partitions())
-        except OSError as error:
-            log.warning("Cannot start the AOF rewrite: %s", error.strerror)
-            writer.last_rewrite_ok = False
+            rewrite = self._new_rewrite()
+        except OSError:
             return False
-        self.runtime.loop.call_soon(self._rewrite_step)
+        self.runtime.loop.call_soon(self._rewrite_step, rewrite)
         return True
 
-    def _rewrite_step(self) -> None:
-        writer = self.writer
-        rewrite = writer.rewrite
-        if rewrite is None:
-            return
+    def _rewrite_step(self, rewrite: Rewrite) -> None:
+        if self.writer.rewrite is not rewrite:
+            return                    # aborted meanwhile
         try:
             if not rewrite.step():
-                self.runtime.loop.call_soon(self._rewrite_step)
+                self.runtime.loop.call_soon(self._rewrite_step, rewrite)
                 return
             rewrite.finish()
-            writer.last_rewrite_ok = True
-            self.node.aof_enabled = True
         except OSError as error:
-            rewrite.abort(error.strerror or str(error))
-            writer.last_rewrite_ok = False
-            if writer.state == WAIT_REWRITE:
-                writer.state = OFF
-        writer.last_rewrite_seconds = int(time.monotonic() - rewrite.started)
-        writer.rewrite = None
+            self._rewrite_ended(rewrite, error)
+            return
+        self._rewrite_ended(rewrite, None)
 
     def rewrite_now(self) -> None:
-        """A whole rewrite, at once (SHUTDOWN REWRITE-AOF): raises OSError."""
-        writer = self.writer
-        if writer.rewrite is not None:
-            writer.rewrite.abort("superseded by a synchronous rewrite")
-        rewrite = writer.rewrite = Rewrite(writer, self.node.jobs.partitions())
+        """A whole rewrite, at once (at shutdown): raises OSError."""
+        self._abort_rewrite("superseded by a synchronous rewrite")
+        rewrite = self._new_rewrite()
         try:
             while not rewrite.step():
                 pass
             rewrite.finish()
-        finally:
+        except OSError as error:
+            self._rewrite_ended(rewrite, error)
+            raise
+        self._rewrite_ended(rewrite, None)
+
+    def _new_rewrite(self) -> Rewrite:
+        """A rewrite set up on the writer; OSError if it cannot start."""
+        writer = self.writer
+        try:
+            writer.rewrite = Rewrite(writer, self.node.jobs.partitions())
+        except OSError as error:
+            log.warning("Cannot start the AOF rewrite: %s", error.strerror)
+            self._rewrite_failed()
+            raise
+        self._follow_writer()
+        return writer.rewrite
+
+    def _rewrite_ended(self, rewrite: Rewrite, error: OSError | None) -> None:
+        writer = self.writer
+        writer.rewrite = None
+        writer.last_rewrite_seconds = int(time.monotonic() - rewrite.started)
+        if error is None:
+            writer.last_rewrite_ok = True
+            self._follow_writer()
+        else:
+            rewrite.abort(error.strerror or str(error))
+            self._rewrite_failed()
+
+    def _rewrite_failed(self) -> None:
+        writer = self.writer
+        writer.last_rewrite_ok = False
+        if writer.state == WAIT_REWRITE:
+            writer.state = OFF                # turning the AOF on failed
+        self._follow_writer()
+
+    def _abort_rewrite(self, reason: str) -> None:
+        """Stop a running rewrite on purpose (not a failure)."""
+        writer = self.writer
+        if writer.rewrite is not None:
+            writer.rewrite.abort(reason)
             writer.rewrite = None
+            self._follow_writer()
+
+    def _follow_writer(self) -> None:
+        """Whether the core emits AOF records: see the module's opening."""
+        writer = self.writer
+        self.node.aof_enabled = writer.state != OFF or writer.rewrite is not None
 
     def _set_appendonly(self, enabled: bool) -> None:
         writer = self.writer
         if enabled and writer.state == OFF:
+            # A rewrite already running (BGREWRITEAOF) has every change in
+            # its buffer: its file becomes the AOF, as a new one's would.
             writer.state = WAIT_REWRITE
-            if not self.start_rewrite():
-                writer.state = OFF
+            if writer.rewrite is None and not self.start_rewrite():
                 raise CommandError("Unable to turn on AOF. Check server logs.")
         elif not enabled and writer.state != OFF:
-            if writer.rewrite is not None:
-                writer.rewrite.abort("the AOF was turned off")
-                writer.rewrite = None
-            self.node.aof_enabled = False
+            self._abort_rewrite("the AOF was turned off")
+            try:
+                writer.sync()
+            except OSError as error:
+                log.warning("Turning the AOF off: its last records could not be made "
+                            "durable: %s", error.strerror)
             writer.close()
+            self._follow_writer()
 
     def _set_policy(self, policy: str) -> None:
         self.writer.policy = policy
 
     def shutdown(self, rewrite: bool) -> None:
-        """Make everything durable before exit; raises OSError on failure."""
+        """Make everything durable before exit; raises OSError on failure
+        (the server then goes on, the AOF as it was)."""
         writer = self.writer
         if writer is None:
             return
-        if rewrite:
-            if writer.state == OFF:
-                writer.state = WAIT_REWRITE
-            self.rewrite_now()
+        if rewrite or writer.state == WAIT_REWRITE:
+            self.rewrite_now()        # WAIT_REWRITE: the first AOF is not written yet
+        else:
+            self._abort_rewrite("shutting down")     # leave no temporary file
         if writer.state != OFF:
+            writer.sync()
             writer.close()
 
     def info(self) -> list[tuple[str, object]]:

@@ -3,11 +3,14 @@
 An asyncio.Protocol kept thin: it feeds the RESP reader, runs every command
 that arrived in one read, and answers them with one write. The rules it keeps:
 
-  * Parking: a command that returns Park (GETJOB on empty queues, later
-    ADDJOB waiting for copies) stops the pipeline; commands that arrive
-    after it wait in `pending`, unrun, until the core answers the parked
-    one through the runtime. A client that goes away while parked is
-    cancelled in the core.
+  * Parking: a command that returns Park (GETJOB on empty queues, ADDJOB
+    waiting for copies) stops the pipeline; commands that arrive after it
+    wait in `pending`, unrun, until the core answers the parked one through
+    the runtime. The exception: ADDJOBs right behind a parked ADDJOB run at
+    once and park too, so a pipelined producer pays one replication round
+    trip per batch. Replies go out in command order: a parked command holds
+    a place in `_order` that its answer fills. A client that goes away
+    while parked is cancelled in the core.
   * Backpressure: when unsent replies pass the transport's high-water mark
     we stop reading from this client until they drain; a parked client that
     keeps sending is paused once PENDING_LIMIT commands are waiting.
@@ -36,7 +39,8 @@ QUIT_OK = Raw(b"+OK\r\n")
 class ClientConnection(asyncio.Protocol):
     __slots__ = ("runtime", "server", "session", "transport", "reader", "pending",
                  "pending_error", "closing", "_reading_paused_for_output",
-                 "_reading_paused_for_pending", "_resume_scheduled", "_held", "_running")
+                 "_reading_paused_for_pending", "_resume_scheduled", "_held", "_running",
+                 "_order", "_overlapping")
 
     def __init__(self, runtime) -> None:
         self.runtime = runtime
@@ -52,6 +56,8 @@ class ClientConnection(asyncio.Protocol):
         self._resume_scheduled = False
         self._held: deque | None = None     # replies waiting for an AOF fsync
         self._running = False               # inside _run: replies not written yet
+        self._order: deque | None = None    # replies behind a parked command: [bytes|None]
+        self._overlapping = False           # stopped after a parked ADDJOB: more may run
 
     # ----------------------------------------------------------- lifecycle
 
@@ -95,17 +101,25 @@ class ClientConnection(asyncio.Protocol):
         session.last_interaction = time.monotonic()
         commands = self.reader.feed(data)
         if self.pending is not None:
-            self.pending.extend(commands)
-            if len(self.pending) > PENDING_LIMIT and not self._reading_paused_for_pending:
-                self._reading_paused_for_pending = True
-                self.transport.pause_reading()
-            if self.reader.error is not None:
-                self.pending_error = self.reader.error
-            return
+            if self._overlapping and commands and \
+                    server.commands.overlaps_parked(commands[0][0]):
+                self.pending = None         # more ADDJOBs behind the parked ones
+            else:
+                self._queue_pending(commands)
+                return
         if commands:
             self._run(commands)
         if self.reader.error is not None and self.pending is None:
             self._fail(self.reader.error)
+
+    def _queue_pending(self, commands) -> None:
+        self._overlapping = False
+        self.pending.extend(commands)
+        if len(self.pending) > PENDING_LIMIT and not self._reading_paused_for_pending:
+            self._reading_paused_for_pending = True
+            self.transport.pause_reading()
+        if self.reader.error is not None:
+            self.pending_error = self.reader.error
 
     def _run(self, commands) -> None:
         """Run commands in order until one parks; write all replies at once."""
@@ -115,6 +129,7 @@ class ClientConnection(asyncio.Protocol):
         dispatch = server.commands.dispatch
         out: list = []
         ran = 0
+        total = len(commands)
         close_after = False
         for argv in commands:
             ran += 1
@@ -130,12 +145,21 @@ class ClientConnection(asyncio.Protocol):
             if kind is Raw:
                 out.append(reply)
             elif kind is Park:
-                session.parked = reply.waiter
-                self.pending = deque(commands[ran:]) if ran < len(commands) else deque()
+                self._hold_place(reply.waiter, out)
+                out = []
+                if reply.overlaps and (ran == total or
+                                       server.commands.overlaps_parked(commands[ran][0])):
+                    if ran < total:
+                        continue
+                    self._overlapping = True
+                self.pending = deque(commands[ran:])
                 break
             else:
                 encode_into(out, reply)
         server.stats.commands_processed += ran
+        if out and self._order is not None:
+            self._order.append([b"".join(out)])     # behind a parked reply
+            out = []
         self._running = True
         try:
             self.runtime.after_commands()  # effects first: AOF records, other clients
@@ -143,25 +167,53 @@ class ClientConnection(asyncio.Protocol):
             self._running = False
         if out:
             self.deliver(b"".join(out))
+        elif self._order:
+            self._flush_order()
         if close_after or session.kill_requested:
             self._close()
 
-    def resume(self, reply) -> None:
-        """The parked command is answered: write it, then run what queued up."""
-        if self.closing:
+    def _hold_place(self, waiter, ready: list) -> None:
+        """Keep the parked command's place in the reply order."""
+        order = self._order
+        if order is None:
+            order = self._order = deque()
+        if ready:
+            order.append([b"".join(ready)])
+        slot = [None]
+        order.append(slot)
+        self.session.waiting[waiter] = slot
+
+    def resume(self, waiter, reply) -> None:
+        """A parked command is answered: write what is now in order, then,
+        once nothing is parked, run what queued up."""
+        session = self.session
+        slot = session.waiting.pop(waiter, None)
+        if self.closing or slot is None:
             return
-        self.session.parked = None
-        self.deliver(encode(reply))
-        if not self._resume_scheduled:
+        slot[0] = encode(reply)
+        if not self._running:
+            self._flush_order()
+        if not session.waiting and not self._resume_scheduled:
             self._resume_scheduled = True
             asyncio.get_running_loop().call_soon(self._run_pending)
+
+    def _flush_order(self) -> None:
+        order = self._order
+        ready = []
+        while order and order[0][0] is not None:
+            ready.append(order.popleft()[0])
+        if not order:
+            self._order = None
+        if ready:
+            self.deliver(b"".join(ready))
 
     def _run_pending(self) -> None:
         self._resume_scheduled = False
         pending = self.pending
-        if self.closing or pending is None or self.session.parked is not None:
+        if self.closing or pending is None or self.session.waiting:
             return
         self.pending = None
+        self._overlapping = False
         if self._reading_paused_for_pending:
             self._reading_paused_for_pending = False
             if not self._reading_paused_for_output:

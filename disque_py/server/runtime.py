@@ -147,6 +147,7 @@ class Runtime:
 
     def apply_effects(self) -> None:
         post = self.cluster.post
+        unblocks = []
         for effect in self.node.take_effects():
             kind = type(effect)
             if kind is ToPeer:
@@ -156,12 +157,17 @@ class Runtime:
             elif kind is AofDelJob:
                 self.persistence.append_del(effect.job_id)
             elif kind is Unblock:
-                waiter = effect.waiter
-                session = waiter.client
-                session.parked = None
-                conn = session.conn
-                if conn is not None:
-                    conn.resume(render_outcome(waiter, effect.outcome))
+                unblocks.append(effect)
+        # Answers go out after the AOF records of the same batch are queued,
+        # so that appendfsync always holds them until those are on disk.
+        for effect in unblocks:
+            waiter = effect.waiter
+            session = waiter.client
+            conn = session.conn
+            if conn is not None:
+                conn.resume(waiter, render_outcome(waiter, effect.outcome))
+            else:
+                session.waiting.pop(waiter, None)
 
     def feed_monitors(self, session, argv: list[bytes]) -> None:
         now = time.time()
@@ -208,7 +214,7 @@ class Runtime:
             return
         limit = time.monotonic() - max_idle_s
         for session in list(self.server.clients.values()):
-            if session.last_interaction < limit and session.parked is None \
+            if session.last_interaction < limit and not session.waiting \
                     and not session.monitor and session.conn is not None:
                 session.conn.close()
 

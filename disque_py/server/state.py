@@ -58,7 +58,7 @@ class Session:
 
     __slots__ = ("id", "addr", "laddr", "fd", "name", "authenticated", "created",
                  "last_interaction", "last_command", "monitor", "lib_name", "lib_ver",
-                 "kill_requested", "parked", "conn", "resp3", "aof_loader", "enqueue_loaded")
+                 "kill_requested", "waiting", "conn", "resp3", "aof_loader", "enqueue_loaded")
 
     def __init__(self, client_id: int, addr: str = "", laddr: str = "", fd: int = -1,
                  conn=None) -> None:
@@ -75,7 +75,7 @@ class Session:
         self.lib_name = b""
         self.lib_ver = b""
         self.kill_requested = False
-        self.parked = None          # the Waiter while a command is parked
+        self.waiting: dict = {}     # Waiter of each parked command -> its reply slot
         self.conn = conn            # the transport adapter, opaque here
         self.resp3 = False
         self.aof_loader = False     # the session replaying the AOF (may LOADJOB)
@@ -120,9 +120,8 @@ class ServerState:
         if session.monitor:
             session.monitor = False
             self.monitors.remove(session)
-        waiter = session.parked
-        if waiter is not None:
-            session.parked = None
+        waiting, session.waiting = session.waiting, {}
+        for waiter in waiting:
             self.node.cancel_waiter(waiter)
 
     @property

@@ -88,6 +88,10 @@ def test_torn_last_record_followed_by_reserved_space_is_dropped(make_server):
     middle = (last.offset + last.end) // 2
     torn = data[:middle] + b"\0" * (len(data) - middle)
     path.write_bytes(torn)
+    report = check_aof(path)
+    assert report.returncode == 1, report
+    assert "torn last record" in report.stdout, report.stdout
+    assert f"byte offset {last.offset}" in report.stdout, report.stdout
     server.start()
     assert _present(server, ids) == ids[:-1]
     log = server.log_text()

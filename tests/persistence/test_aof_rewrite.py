@@ -1,6 +1,7 @@
 """AOF rewrite: under load it loses nothing and resurrects nothing; it shrinks
 the file to the live jobs; one at a time; automatic when the file doubles;
-and BGREWRITEAOF with the AOF off does not turn the AOF on.
+BGREWRITEAOF with the AOF off does not turn the AOF on; and no temporary
+file outlives a rewrite that failed, was stopped, or died with its process.
 """
 
 from __future__ import annotations
@@ -15,6 +16,12 @@ from tests.support import encode_command, wait_for
 PREFILL = 20_000
 STARTED = b"+Background append only file rewriting started\r\n"
 IN_PROGRESS = b"-ERR Background append only file rewriting already in progress\r\n"
+CANNOT_START = (b"-ERR Can't execute an AOF background rewriting. Please check the server "
+                b"logs for more information.\r\n")
+
+
+def _temporary_files(server) -> list:
+    return sorted(server.dir.glob("*.tmp"))
 
 
 def test_rewrite_under_load_loses_no_job_and_revives_no_acked_job(make_server):
@@ -126,3 +133,41 @@ def test_bgrewriteaof_with_aof_off_writes_the_file_and_leaves_the_aof_off(make_s
         "BGREWRITEAOF turned the AOF on while appendonly is no")
     assert server.client().execute_command("CONFIG", "GET", "appendonly") == [
         b"appendonly", b"no"]
+
+
+def test_bgrewriteaof_that_cannot_start_says_so_and_leaves_no_temporary_file(make_server):
+    server = make_server(args=["--appendonly", "no"]).start()
+    add_jobs(server, 10, "q")
+    client = raw_client(server)
+    assert call(client, "DEBUG", "AOF-FAULT", "enospc", 1) == b"+OK\r\n"
+    assert call(client, "BGREWRITEAOF") == CANNOT_START
+    assert "Cannot start the AOF rewrite: No space left on device" in server.log_text()
+    assert _temporary_files(server) == []
+    assert info(server, "persistence")["aof_last_bgrewrite_status"] == "err"
+    assert call(client, "BGREWRITEAOF") == STARTED, "it works again with the disk"
+    assert wait_rewrite_done(server)["aof_last_bgrewrite_status"] == "ok"
+
+
+def test_shutdown_during_a_rewrite_leaves_no_temporary_file(make_server):
+    server = make_server(args=ALWAYS).start()
+    ids = add_jobs(server, 5_000, "q")    # several slices: still running at SHUTDOWN
+    client = raw_client(server)
+    client.send(encode_command("BGREWRITEAOF") + encode_command("SHUTDOWN"))
+    assert client.read_reply() == STARTED
+    assert client.is_closed(10)
+    assert server.proc.wait(10) == 0
+    assert _temporary_files(server) == []
+    assert "AOF rewrite aborted: shutting down" in server.log_text()
+    server.start()
+    assert all(fields is not None for fields in show_all(server, ids).values())
+
+
+def test_temporary_files_of_a_rewrite_that_died_are_removed_at_start(make_server):
+    server = make_server(args=ALWAYS)
+    leftover = server.dir / "disque.aof.rewrite-4242.tmp"
+    leftover.write_bytes(b"*2\r\n$6\r\nDQPAOF\r\n$1\r\n1\r\n")
+    unrelated = server.dir / "other.tmp"
+    unrelated.write_bytes(b"not ours")
+    server.start()
+    assert _temporary_files(server) == [unrelated]
+    assert "left behind by an interrupted AOF rewrite" in server.log_text()

@@ -2,18 +2,22 @@
 
 Turning the AOF on rewrites the file from memory (aof_state wait-rewrite,
 then on); from then on every job change is logged, including the changes
-made while that first rewrite runs. Turning it off closes the file.
+made while that first rewrite runs. A rewrite already running (BGREWRITEAOF
+with the AOF off) serves as that first rewrite; a SHUTDOWN before it is done
+finishes it. Turning it off closes the file.
 """
 
 from __future__ import annotations
 
 from tests.persistence.helpers import (Consumers, Stream, add_jobs, aof_path, call,
                                        file_size, info, raw_client, show_all)
-from tests.support import wait_for
+from tests.support import encode_command, wait_for
 
 OFF = ["--appendonly", "no"]
 ON = ["--appendonly", "yes"]
 PREFILL = 30_000        # the enabling rewrite then takes many loop turns
+SEVERAL_SLICES = 5_000  # a rewrite of a few loop turns
+OK = b"+OK\r\n"
 
 
 def _aof_state(server) -> str:
@@ -62,6 +66,43 @@ def test_config_set_appendonly_yes_during_load_loses_nothing(make_server):
         f"{len(missing)} acknowledged un-acked jobs missing (e.g. {missing[:2]}) and "
         f"{len(revived)} acked jobs came back (e.g. {revived[:2]}): changes made while "
         f"appendonly was being turned on were not logged")
+
+
+def _all_back(server, ids) -> bool:
+    return all(fields is not None for fields in show_all(server, ids).values())
+
+
+def test_config_set_appendonly_yes_while_bgrewriteaof_runs_turns_it_on(make_server):
+    server = make_server(args=OFF).start()
+    ids = add_jobs(server, SEVERAL_SLICES, "q")
+    client = raw_client(server)
+    client.send(encode_command("BGREWRITEAOF")
+                + encode_command("CONFIG", "SET", "appendonly", "yes"))
+    assert client.read_reply().startswith(b"+Background append only file rewriting")
+    assert client.read_reply() == OK
+    wait_for(lambda: _aof_state(server) == "on", 15, message="aof_state on")
+    later = add_jobs(server, 10, "q")
+    server.kill()
+    server.args = ON
+    server.start()
+    assert _all_back(server, ids + later)
+    assert info(server, "jobs")["registered_jobs"] == len(ids) + len(later)
+
+
+def test_shutdown_while_the_aof_is_being_turned_on_finishes_it_first(make_server):
+    server = make_server(args=OFF).start()
+    ids = add_jobs(server, SEVERAL_SLICES, "q")
+    client = raw_client(server)
+    client.send(encode_command("CONFIG", "SET", "appendonly", "yes")
+                + encode_command("SHUTDOWN"))
+    assert client.read_reply() == OK
+    assert client.is_closed(10)
+    assert server.proc.wait(10) == 0
+    log = server.log_text()
+    assert log.index("AOF rewrite done") < log.index("ready to exit"), log[-1500:]
+    server.args = ON
+    server.start()
+    assert _all_back(server, ids)
 
 
 def test_config_set_appendonly_no_stops_logging(make_server):

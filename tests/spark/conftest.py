@@ -1,5 +1,5 @@
-"""A local[2] SparkSession shared by the Spark tests, and the cluster
-factories of tests/cluster (real nodes on loopback).
+"""A local[2] SparkSession shared by the Spark tests (real nodes come from
+the fixtures of tests/conftest.py).
 
 Spark runs its Python workers with this interpreter (it has disque_py) and
 binds loopback only. Starting the JVM takes seconds, so there is one
@@ -13,8 +13,6 @@ import os
 import sys
 
 import pytest
-
-from tests.cluster.conftest import fresh_cluster, make_cluster  # noqa: F401  (fixtures)
 
 
 @pytest.fixture(scope="session")

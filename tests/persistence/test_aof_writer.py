@@ -1,0 +1,179 @@
+"""The AOF writer on its own, no server: what becomes of records and held
+replies when a write or an fsync fails, and that a file is never closed
+while an fsync of it is still queued.
+
+A server can only fail "the next file operation" (DEBUG AOF-FAULT); here
+FileOps is scripted to fail or hold exactly the operation a rule is about.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import os
+import threading
+
+import pytest
+
+from disque_py.persistence import aof_format
+from disque_py.persistence.aof import AofWriter, FileOps
+from tests.persistence.helpers import parse_records
+
+A = aof_format.del_job_record(b"A" * 40)
+B = aof_format.del_job_record(b"B" * 40)
+TIMEOUT_S = 5.0
+
+
+class ScriptedOps(FileOps):
+    """Records fsyncs and closes in order; fails the next `fsync_errors`
+    fsyncs; holds every fsync while `fsync_gate` is clear."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.events: list[tuple[str, int]] = []
+        self.fsync_errors = 0
+        self.fsync_gate = threading.Event()
+        self.fsync_gate.set()
+        self.fsync_entered = threading.Event()
+
+    def fsync(self, fd: int) -> None:
+        self.fsync_entered.set()
+        assert self.fsync_gate.wait(TIMEOUT_S), "the test never released the fsync"
+        self.events.append(("fsync", fd))
+        if self.fsync_errors:
+            self.fsync_errors -= 1
+            raise OSError(errno.EIO, os.strerror(errno.EIO))
+        super().fsync(fd)
+
+    def close(self, fd: int) -> None:
+        self.events.append(("close", fd))
+        super().close(fd)
+
+
+@pytest.fixture
+def loop():
+    loop = asyncio.new_event_loop()
+    yield loop
+    loop.close()
+
+
+def _writer(loop, tmp_path, policy: str, ops: FileOps | None = None) -> AofWriter:
+    writer = AofWriter(str(tmp_path / "disque.aof"), policy, loop, ops or ScriptedOps())
+    writer.open(0)
+    return writer
+
+
+def _run_until(loop, condition) -> None:
+    """Run the loop (fsync results arrive through it) until condition()."""
+    async def poll():
+        deadline = loop.time() + TIMEOUT_S
+        while not condition():
+            assert loop.time() < deadline, "timed out waiting for the writer"
+            await asyncio.sleep(0.005)
+    loop.run_until_complete(poll())
+
+
+def _records(writer: AofWriter) -> list[bytes]:
+    data = open(writer.path, "rb").read()
+    return [data[r.offset:r.end] for r in parse_records(data)[1:]]
+
+
+def _not_held(ok: bool, reason: str) -> None:
+    raise AssertionError("this reply should not have been held")
+
+
+@pytest.mark.parametrize("policy", ["always", "everysec", "no"])
+def test_records_of_a_failed_write_go_first_in_the_next_write(loop, tmp_path, policy):
+    writer = _writer(loop, tmp_path, policy)
+    writer.ops.inject(errno.ENOSPC, 1)
+    writer.append(A)
+    assert isinstance(writer.flush(), OSError)
+    assert not writer.accepting and not writer.last_write_ok
+    assert _records(writer) == [], "no half record stays in the file"
+    writer.append(B)
+    assert writer.flush() is None
+    assert _records(writer) == [A, B]
+    assert writer.accepting and writer.last_write_ok
+
+
+def test_the_cron_writes_the_records_of_a_failed_write(loop, tmp_path):
+    writer = _writer(loop, tmp_path, "everysec")
+    writer.ops.inject(errno.EIO, 1)
+    writer.append(A)
+    writer.flush()
+    assert not writer.accepting
+    writer.every_second()
+    assert _records(writer) == [A]
+    assert writer.accepting
+
+
+def test_after_a_failed_write_only_replies_with_new_records_wait(loop, tmp_path):
+    writer = _writer(loop, tmp_path, "always")
+    outcomes = []
+    writer.ops.inject(errno.EIO, 1)
+    writer.append(A)
+    assert writer.wait_for_sync(lambda ok, reason: outcomes.append(("failed batch", ok)))
+    writer.flush()
+    assert outcomes == [("failed batch", False)]
+    assert not writer.wait_for_sync(_not_held), "a PING would wait for the failed batch"
+    writer.append(B)
+    assert writer.wait_for_sync(lambda ok, reason: outcomes.append(("next batch", ok)))
+    writer.flush()
+    _run_until(loop, lambda: len(outcomes) == 2)
+    assert outcomes[1] == ("next batch", True)
+    assert _records(writer) == [A, B]
+
+
+def test_a_failed_fsync_fails_its_replies_and_the_cron_retries_it(loop, tmp_path):
+    writer = _writer(loop, tmp_path, "always")
+    writer.ops.fsync_errors = 1
+    outcomes = []
+    writer.append(A)
+    writer.wait_for_sync(lambda ok, reason: outcomes.append((ok, reason)))
+    writer.flush()
+    _run_until(loop, lambda: outcomes)
+    assert outcomes == [(False, "Input/output error")]
+    assert not writer.accepting
+    assert not writer.wait_for_sync(_not_held), "a PING would wait for the failed fsync"
+    writer.every_second()
+    _run_until(loop, lambda: writer.accepting)
+    assert writer.ops.events.count(("fsync", writer.fd)) == 2
+
+
+def test_a_replaced_file_is_closed_only_after_the_fsync_queued_on_it(loop, tmp_path):
+    writer = _writer(loop, tmp_path, "always")
+    ops = writer.ops
+    old_fd = writer.fd
+    ops.fsync_gate.clear()
+    writer.append(A)
+    writer.flush()                              # an fsync of the old file, held
+    assert ops.fsync_entered.wait(TIMEOUT_S)
+    new_fd = os.open(tmp_path / "rewritten.aof", os.O_RDWR | os.O_CREAT, 0o644)
+    os.write(new_fd, aof_format.HEADER)
+    writer.adopt(new_fd, len(aof_format.HEADER))
+    outcomes = []
+    writer.append(B)
+    assert writer.wait_for_sync(lambda ok, reason: outcomes.append(ok))
+    writer.flush()
+    assert ("close", old_fd) not in ops.events
+    ops.fsync_gate.set()
+    _run_until(loop, lambda: outcomes)
+    assert outcomes == [True], "the new file's records were fsynced after the old fsync"
+    assert ops.events[:2] == [("fsync", old_fd), ("close", old_fd)]
+    assert ("fsync", new_fd) in ops.events
+    writer.close()
+
+
+def test_sync_raises_on_a_failed_write_or_fsync_and_keeps_the_file_open(loop, tmp_path):
+    writer = _writer(loop, tmp_path, "everysec")
+    writer.append(A)
+    writer.ops.inject(errno.EIO, 1)
+    with pytest.raises(OSError):
+        writer.sync()                           # the write fails
+    writer.ops.fsync_errors = 1
+    with pytest.raises(OSError):
+        writer.sync()                           # the write works, the fsync fails
+    assert writer.fd >= 0 and writer.state == "on"
+    writer.sync()
+    writer.close()
+    assert _records(writer) == [A]
