@@ -42,9 +42,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import (DisqueServer, HOST, Pinning, RespConnection, command,  # noqa: E402
+from common import (HOST, Pinning, RespConnection, cluster_info, command,  # noqa: E402
                     encode_command, ms, print_commands, print_header, print_table,
-                    run_async, scratch_dir)
+                    run_async, start_cluster)
 
 NODES = 3
 QUEUE = "fed"
@@ -59,32 +59,6 @@ PAD = b"x" * 64            # body: "<timestamp> " + padding, about 85 bytes
 
 
 # ------------------------------------------------------------------ cluster
-
-def cluster_info(port: int) -> dict[str, str]:
-    return dict(line.split(":", 1) for line in command(port, "CLUSTER", "INFO").splitlines()
-                if ":" in line)
-
-
-def start_cluster(pinning: Pinning) -> list[DisqueServer]:
-    base = scratch_dir("bench-federation-")
-    servers = [DisqueServer(base / f"node{i}", pinning) for i in range(NODES)]
-    try:
-        for server in servers:
-            server.start()
-        for other in servers[1:]:
-            command(servers[0].port, "CLUSTER", "MEET", HOST, str(other.port))
-        deadline = time.monotonic() + MESH_TIMEOUT_S
-        while not all(cluster_info(s.port)["cluster_reachable_nodes"] == str(NODES - 1)
-                      for s in servers):
-            if time.monotonic() > deadline:
-                raise RuntimeError("the three nodes did not form a full mesh")
-            time.sleep(0.1)
-    except BaseException:
-        for server in servers:
-            server.stop()
-        raise
-    return servers
-
 
 def bus_counters(servers) -> tuple[int, int]:
     sent = received = 0
@@ -246,7 +220,7 @@ def main(argv: list[str] | None = None) -> int:
     pinning = Pinning(not args.no_pin)
     pinning.pin_this_process()
     print_header("bench_federation: ADDJOB on A -> GETJOB on B", pinning)
-    servers = start_cluster(pinning)
+    servers = start_cluster(pinning, NODES, "bench-federation-", MESH_TIMEOUT_S)
     try:
         async def both() -> tuple[dict, dict]:
             slow = await phase(servers, slow_producer(samples), 30.0, 1, 1)

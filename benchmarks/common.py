@@ -170,6 +170,34 @@ def start_pair(pinning: Pinning, workdir: Path,
     return redis_server, disque
 
 
+def cluster_info(port: int) -> dict[str, str]:
+    return dict(line.split(":", 1) for line in command(port, "CLUSTER", "INFO").splitlines()
+                if ":" in line)
+
+
+def start_cluster(pinning: Pinning, nodes: int, prefix: str,
+                  mesh_timeout: float = 30.0) -> list[DisqueServer]:
+    """`nodes` disque-py nodes joined by CLUSTER MEET into a full mesh."""
+    base = scratch_dir(prefix)
+    servers = [DisqueServer(base / f"node{i}", pinning) for i in range(nodes)]
+    try:
+        for server in servers:
+            server.start()
+        for other in servers[1:]:
+            command(servers[0].port, "CLUSTER", "MEET", HOST, str(other.port))
+        deadline = time.monotonic() + mesh_timeout
+        while not all(cluster_info(s.port)["cluster_reachable_nodes"] == str(nodes - 1)
+                      for s in servers):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the {nodes} nodes did not form a full mesh")
+            time.sleep(0.1)
+    except BaseException:
+        for server in servers:
+            server.stop()
+        raise
+    return servers
+
+
 def stop_all(servers: Iterable) -> None:
     for server in servers:
         if server is not None:

@@ -85,6 +85,7 @@ class Node(ProducerMixin, ConsumerMixin, AcksMixin, ReplicationMixin, RequeueMix
         self.reachable_peers = 0
         self.leaving = False
         self.replicating: dict[Job, None] = {}   # jobs whose producer awaits copies
+        self.repl_rtt_ms = 0.0                   # recent REPLJOB -> GOTJOB round trip
         self.waiting_queues: dict[bytes, None] = {}   # queues with parked consumers
         self.federation = FederationStats()
         self.aof_enabled = False                 # emit AofLoadJob / AofDelJob effects

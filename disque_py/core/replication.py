@@ -5,9 +5,12 @@ then every copy is external) and sends REPLJOB to repl-1 (or repl) random
 reachable peers; each answers GOTJOB. When enough copies are confirmed the
 producer gets the ID and only then is the job queued, here only: the other
 copies stay active, ready to re-queue it if nobody acknowledges it in time.
-While copies are missing, every REPLICATION_RETRY_MS one more node is asked
-and REPLJOB is sent again to the nodes that have not answered, so slow or
-lost nodes do not stall ADDJOB. If the producer's timeout passes first, or
+While copies are missing, one more node is asked and REPLJOB is sent again
+to the nodes that have not answered, so slow or lost nodes do not stall
+ADDJOB. Disque does this every 50 ms; here the wait is also at least a few
+times the recent copy round trip, because a loaded cluster answers late
+for everyone and asking more nodes then only doubles its load (pipelined
+ADDJOBs can park thousands of jobs at once). If the producer's timeout passes first, or
 it goes away, or the job expires, the job is deleted here and DELJOB is
 sent to every node that may have got a copy (best effort).
 """
@@ -23,6 +26,8 @@ from disque_py.core.waiters import JOB_REPLICATION, Waiter
 from disque_py.errors import NoReplError
 
 REPLICATION_RETRY_MS = 50
+RTT_RETRY_FACTOR = 4          # retry once a job waited this many recent round trips
+RTT_SMOOTHING = 8             # the round trip is an average over about that many copies
 TIMEOUT_BEFORE_COPIES = "Timeout reached before replicating to the requested number of nodes"
 REMOVED_BEFORE_COPIES = ("job removed (expired?) before the requested replication "
                          "level was achieved")
@@ -75,11 +80,20 @@ class ReplicationMixin:
         return added
 
     def tick_replication(self, now: int) -> None:
-        for job in list(self.replicating):
-            extra = job.extra
-            if now - extra.repl_added_at >= REPLICATION_RETRY_MS:
-                self.replicate(job, 1, noreply=False)
-                extra.repl_added_at = now
+        """Ask one more node for the jobs that waited too long. `replicating`
+        is ordered by when each job last asked, so only due jobs are seen."""
+        replicating = self.replicating
+        wait = max(REPLICATION_RETRY_MS, RTT_RETRY_FACTOR * self.repl_rtt_ms)
+        due = []
+        for job in replicating:
+            if now - job.extra.repl_added_at < wait:
+                break
+            due.append(job)
+        for job in due:
+            self.replicate(job, 1, noreply=False)
+            job.extra.repl_added_at = now
+            del replicating[job]
+            replicating[job] = None         # to the back: asked last
 
     def replication_achieved(self, job: Job) -> bool:
         """Enough copies: answer the producer, queue the job (here, unless
@@ -180,7 +194,10 @@ class ReplicationMixin:
         job = self.jobs.get(job_id)
         if job is None or job.state != WAIT_REPL:
             return
-        confirmed = job.more().confirmed
+        extra = job.more()
+        rtt = self.clock.now_ms() - extra.repl_added_at      # since it last asked
+        self.repl_rtt_ms += (rtt - self.repl_rtt_ms) / RTT_SMOOTHING
+        confirmed = extra.confirmed
         confirmed.add(sender)
         if len(confirmed) >= job.spec[0]:
             self.replication_achieved(job)

@@ -1,4 +1,5 @@
-"""Take every job of a queue out of a set of nodes, and read its row key."""
+"""Read the row keys of a queue's jobs on a set of nodes: take them out
+(GETJOB + FASTACK), or look at every copy a node holds (JSCAN)."""
 
 from __future__ import annotations
 
@@ -43,3 +44,18 @@ def drain_until(clients, queue: str, expected: set[str], timeout: float) -> Coun
         raise AssertionError(f"{error}: {len(missing)} missing, "
                              f"e.g. {sorted(missing)[:10]}") from None
     return seen
+
+
+def held_keys(client, queue: str) -> Counter:
+    """Row keys of every job of `queue` this node holds a copy of, queued or
+    not (a copy of a dead node's job is active until its RETRY fires)."""
+    keys: Counter = Counter()
+    cursor = b"0"
+    while True:
+        cursor, jobs = client.execute_command("JSCAN", cursor, "QUEUE", queue,
+                                              "COUNT", BATCH, "REPLY", "all")
+        for job in jobs:
+            fields = dict(zip(job[::2], job[1::2]))
+            keys[json.loads(fields[b"body"])[KEY_FIELD]] += 1
+        if cursor == b"0":
+            return keys

@@ -119,6 +119,41 @@ def test_replication_asks_one_more_node_every_50ms_and_resends_to_silent_ones():
     assert holders_seen_by(net, 3, job.id) == holders_seen_by(net, 0, job.id) == {0, 1, 2, 3, 4}
 
 
+def test_replication_waits_a_few_recent_round_trips_before_asking_more_nodes():
+    # A loaded cluster answers late for everyone: asking more nodes then
+    # would only double its work. The wait is 4 recent round trips (>= 50 ms).
+    net = SimNet(5, seed=5)
+    net.nodes[0].repl_rtt_ms = 100.0         # as if copies recently took 100 ms
+    net.drop_rule = lambda m: m.dst in (1, 2)
+    job = net.add_job(0, repl=3, client="p")
+    assert net.run_until(lambda: "p" in net.unblocked, 2000)
+    assert net.unblocked["p"] == [job.id]
+    start = net.sent[0].at
+    first_asked: dict = {}
+    for m in net.sent:
+        if m.kind == msg.REPLJOB:
+            first_asked.setdefault(m.dst, m.at - start)
+    later = sorted(at for at in first_asked.values() if at)
+    assert len(later) == 2 and 400 <= later[0] < 420
+    # The copy made meanwhile was quick: the average came down, so did the wait.
+    assert 700 <= later[1] < 830
+
+
+def test_replication_retries_visit_only_the_jobs_that_are_due():
+    net = SimNet(3, seed=1)
+    net.drop_rule = lambda m: m.kind == msg.REPLJOB      # nobody ever gets a copy
+    early = net.add_job(0, repl=2, client="early", timeout_ms=5000)
+    net.run_for(30)
+    late = net.add_job(0, repl=2, client="late", timeout_ms=5000)
+    net.run_for(25)                          # early is due (55 ms), late is not (25 ms)
+    start = net.sent[0].at
+    asked = [m.at - start for m in net.sent if m.kind == msg.REPLJOB]
+    # early and late each asked one node; then early alone asked one more and
+    # its first node again.
+    assert asked[:2] == [0, 30] and len(asked) == 4 and all(50 <= at < 55 for at in asked[2:])
+    assert list(net.nodes[0].replicating) == [late, early]      # early asked last
+
+
 def test_replication_timeout_answers_norepl_and_deletes_the_partial_copies():
     net = SimNet(3, seed=3)
     net.drop_rule = lambda m: m.kind == msg.GOTJOB and m.src == 2   # 2 keeps a copy, mute
