@@ -6,16 +6,18 @@ stream sets `error` once, and every command parsed before the fault is still
 returned so that it runs and is answered, as Disque does.
 
 Two parsers share the work:
-  * the fast path hands whole chunks that start with '*' to hiredis (C), and
+  * the fast path hands chunks that start with '*' to hiredis (C), and
     accepts what it returns only if every command is a non-empty array of
-    bulk strings;
-  * anything else (inline commands, a command split across reads, a shape
-    hiredis rejects, oversize headers) falls back to an incremental parser
-    that follows Disque's own rules and error messages byte for byte.
-hiredis' commands are trusted only when their canonical sizes (recomputed
-from the arguments) add up to the whole chunk; otherwise the slow parser
-reads the whole chunk again from its first byte, so a stream hiredis would
-frame differently from Disque can never desynchronise.
+    bulk strings whose canonical size (recomputed from the arguments) ends
+    exactly where the next command starts with '*', or at the chunk's end;
+  * anything else (inline commands, a shape hiredis rejects or frames
+    differently, oversize headers) falls back to an incremental parser that
+    follows Disque's own rules and error messages byte for byte: it reads
+    the whole chunk again from its first byte.
+A chunk that ends inside a command (the norm for a busy pipeline) keeps the
+fast path: the commands before the cut are taken, the slow parser gets the
+cut command's first bytes and completes it from the next chunk, then hands
+the rest of that chunk back to hiredis.
 
 Encoders turn reply values into bytes. The value model is small on purpose:
 bytes -> bulk string, str -> status, int -> integer, list/tuple -> array,
@@ -95,14 +97,10 @@ class RequestReader:
             self._buf = bytearray(data)
         else:
             self._buf += data
-        return self._parse_slow([])
+        return self._parse_slow([], handoff=True)
 
     def _feed_fast(self, data: bytes) -> list[list[bytes]]:
         # hiredis is clean on entry, so every byte it holds comes from `data`.
-        # Its commands are taken only when their canonical sizes add up to
-        # the whole chunk. Anything else (a command split across reads, an
-        # element that is not a bulk string, more arguments than allowed,
-        # any error) hands the whole chunk to the exact slow parser instead.
         reader = self._hiredis
         reader.feed(data)
         commands: list[list[bytes]] = []
@@ -110,6 +108,10 @@ class RequestReader:
         try:
             while True:
                 command = reader.gets()
+                if command is False:            # the chunk ends inside a command
+                    if consumed < total and data[consumed] == 42:
+                        return self._take_cut_command(data, consumed, commands)
+                    break
                 if type(command) is not list or not command:
                     break
                 argc = len(command)
@@ -126,15 +128,22 @@ class RequestReader:
                     consumed += size
                     if consumed == total:
                         return commands
-                    continue
+                    if consumed < total and data[consumed] == 42:
+                        continue
                 break
         except Exception:  # hiredis refuses some shapes with errors of its own
             pass
         self._hiredis = hiredis.Reader()
         self._buf = bytearray(data)
-        return self._parse_slow([])
+        return self._parse_slow([], handoff=False)
 
-    def _parse_slow(self, commands: list[list[bytes]]) -> list[list[bytes]]:
+    def _take_cut_command(self, data: bytes, start: int, commands: list) -> list:
+        """Keep the commands before the cut; the slow parser holds the rest."""
+        self._hiredis = hiredis.Reader()
+        self._buf = bytearray(memoryview(data)[start:])
+        return self._parse_slow(commands, handoff=False)
+
+    def _parse_slow(self, commands: list[list[bytes]], handoff: bool) -> list[list[bytes]]:
         buf = self._buf
         pos = 0
         try:
@@ -147,6 +156,11 @@ class RequestReader:
                     break
                 if command:
                     commands.append(command)
+                if handoff and self._args_left == 0 and pos < len(buf) and buf[pos] == 42:
+                    rest = bytes(memoryview(buf)[pos:])
+                    self._buf = None             # hiredis takes over at a command start
+                    commands.extend(self._feed_fast(rest))
+                    return commands
         except ProtocolError as exc:
             self.error = exc
             self._buf = None

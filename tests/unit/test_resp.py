@@ -432,6 +432,35 @@ def test_random_bytes_never_raise(data):
     assert isinstance(commands, list)
 
 
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from(TOKENS) | st.binary(max_size=4), max_size=40),
+       st.lists(st.integers(1, 200), max_size=10))
+@example([b"*1\r\n$4\r\nPING\r\n", b"*2\r\n$1\r\na\r\n+OK\r\n", b"*1\r\n$4\r\nPI"], [20])
+def test_random_streams_agree_with_bytewise_parsing_under_any_split(tokens, cuts):
+    stream = b"".join(tokens)
+    commands, error = feed_chunks(stream, [cut for cut in cuts if cut < len(stream)])
+    slow_commands, slow_error = feed_bytewise(stream)
+    assert (commands, message(error)) == (slow_commands, message(slow_error))
+
+
+def test_a_pipeline_cut_into_reads_stays_on_the_fast_path(monkeypatch):
+    # A busy pipeline arrives in reads that end inside a command: only the
+    # cut commands may go through the slow parser, never the whole stream.
+    commands = [[b"ADDJOB", b"q", b"body %d" % i * 7, b"0"] for i in range(2000)]
+    stream = b"".join(mb(*cmd) for cmd in commands)
+    slow_commands = 0
+    parse = RequestReader._parse_multibulk
+
+    def counted(self, buf, pos):
+        nonlocal slow_commands
+        slow_commands += 1
+        return parse(self, buf, pos)
+    monkeypatch.setattr(RequestReader, "_parse_multibulk", counted)
+    cuts = list(range(4093, len(stream), 4093))
+    assert feed_chunks(stream, cuts) == (commands, None)
+    assert slow_commands <= 2 * len(cuts)
+
+
 @settings(max_examples=300, deadline=None)
 @given(command_lists, st.data())
 def test_encoded_commands_round_trip_under_any_split(commands, data):
