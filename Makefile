@@ -7,6 +7,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 PORT   ?= 7711
 APT_PACKAGES := redis-tools netcat-openbsd
+JAVA_PACKAGE := openjdk-17-jre-headless
 SUDO   := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 
 .PHONY: run test bench system-deps clean
@@ -20,14 +21,19 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 	touch $@
 
 $(VENV)/.installed-test: pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e '.[test]'
+	$(BIN)/python -m pip install --quiet -e '.[test,spark]'
 	touch $@ $(VENV)/.installed
 
-# Command-line tools the tests drive: redis-cli (redis-tools) and nc.
+# Command-line tools the tests drive: redis-cli (redis-tools) and nc; and
+# Java for the Spark tests (pyspark starts a JVM).
 system-deps:
 	@if ! command -v redis-cli >/dev/null || ! command -v nc >/dev/null; then \
 		$(SUDO) apt-get update -qq && \
 		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $(APT_PACKAGES); \
+	fi
+	@if ! command -v java >/dev/null; then \
+		$(SUDO) apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $(JAVA_PACKAGE); \
 	fi
 
 run: $(VENV)/.installed
