@@ -175,11 +175,11 @@ def cluster_info(port: int) -> dict[str, str]:
                 if ":" in line)
 
 
-def start_cluster(pinning: Pinning, nodes: int, prefix: str,
-                  mesh_timeout: float = 30.0) -> list[DisqueServer]:
-    """`nodes` disque-py nodes joined by CLUSTER MEET into a full mesh."""
+def start_cluster(pinning: Pinning, nodes: int, prefix: str, mesh_timeout: float = 30.0,
+                  server_class=DisqueServer) -> list:
+    """`nodes` nodes (disque-py unless told) joined by CLUSTER MEET into a full mesh."""
     base = scratch_dir(prefix)
-    servers = [DisqueServer(base / f"node{i}", pinning) for i in range(nodes)]
+    servers = [server_class(base / f"node{i}", pinning) for i in range(nodes)]
     try:
         for server in servers:
             server.start()

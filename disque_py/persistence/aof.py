@@ -2,11 +2,15 @@
 
 Rules kept:
   * Group commit. Records of one event-loop turn are written with one
-    write(2). With appendfsync always, replies that depend on them wait
-    (wait_for_sync) until an fsync covering them returns; fsyncs run in a
-    thread and one covers every turn written before it started, so the
-    number of fsyncs per second stays bounded while throughput grows with
-    the number of clients. everysec fsyncs once a second; no never does.
+    write(2), and replies that depend on them wait (hold_reply) until that
+    write is done, so a crash of the process (kill -9) never loses what a
+    client was told, whatever the policy (as Redis writes its AOF buffer
+    before any reply). With appendfsync always they wait further, until an
+    fsync covering them returns; fsyncs run in a thread and one covers
+    every turn written before it started, so the number of fsyncs per
+    second stays bounded while throughput grows with the number of
+    clients. everysec fsyncs once a second (a power cut may lose that
+    second); no never does.
   * Space is reserved ahead (fallocate), so a full disk shows up as
     "not accepting" before a job is accepted, never as half a record. A
     write that fails anyway is truncated back to the last whole record.
@@ -189,11 +193,17 @@ class AofWriter:
                 self._flush_scheduled = True
                 self.loop.call_soon(self.flush)
 
-    def wait_for_sync(self, callback) -> bool:
-        """With appendfsync always, run callback(ok, reason) once this turn's
-        records are on disk; False (call nothing) if nothing needs waiting."""
-        if self.policy != "always" or self.state != ON:
+    def hold_reply(self, callback) -> bool:
+        """Run callback(ok, reason) once this turn's records are written
+        (appendfsync always: on disk); False (call nothing) if nothing needs
+        waiting."""
+        if self.state != ON:
             return False
+        if self.policy != "always":
+            if not self._buffer:
+                return False
+            self._waiting.setdefault(self.written_gen + 1, []).append(callback)
+            return True
         # A reply depends on this turn's records, or else on those already
         # written; not on the records of a failed write (their replies failed).
         gen = self.written_gen + 1 if self._buffer else self.written_gen
@@ -221,6 +231,8 @@ class AofWriter:
         self._succeeded()
         if self.policy == "always":
             self._start_fsync()
+        else:
+            self._answer(True, self.written_gen)
         return None
 
     def _write_at_end(self, data: bytes) -> None:

@@ -237,12 +237,12 @@ class ClientConnection(asyncio.Protocol):
 
     def deliver(self, payload: bytes) -> None:
         """Write replies now, or once the AOF records they depend on are
-        fsynced (appendfsync always). Replies keep their order either way."""
+        written (appendfsync always: fsynced). Replies keep their order."""
         held = self._held
         writer = self.runtime.persistence.writer
-        if writer is not None and writer.policy == "always":
+        if writer is not None:
             entry = [payload, False]
-            if writer.wait_for_sync(self._released_entry(entry)):
+            if writer.hold_reply(self._released_entry(entry)):
                 if held is None:
                     held = self._held = deque()
                 held.append(entry)

@@ -112,12 +112,12 @@ def test_after_a_failed_write_only_replies_with_new_records_wait(loop, tmp_path)
     outcomes = []
     writer.ops.inject(errno.EIO, 1)
     writer.append(A)
-    assert writer.wait_for_sync(lambda ok, reason: outcomes.append(("failed batch", ok)))
+    assert writer.hold_reply(lambda ok, reason: outcomes.append(("failed batch", ok)))
     writer.flush()
     assert outcomes == [("failed batch", False)]
-    assert not writer.wait_for_sync(_not_held), "a PING would wait for the failed batch"
+    assert not writer.hold_reply(_not_held), "a PING would wait for the failed batch"
     writer.append(B)
-    assert writer.wait_for_sync(lambda ok, reason: outcomes.append(("next batch", ok)))
+    assert writer.hold_reply(lambda ok, reason: outcomes.append(("next batch", ok)))
     writer.flush()
     _run_until(loop, lambda: len(outcomes) == 2)
     assert outcomes[1] == ("next batch", True)
@@ -129,12 +129,12 @@ def test_a_failed_fsync_fails_its_replies_and_the_cron_retries_it(loop, tmp_path
     writer.ops.fsync_errors = 1
     outcomes = []
     writer.append(A)
-    writer.wait_for_sync(lambda ok, reason: outcomes.append((ok, reason)))
+    writer.hold_reply(lambda ok, reason: outcomes.append((ok, reason)))
     writer.flush()
     _run_until(loop, lambda: outcomes)
     assert outcomes == [(False, "Input/output error")]
     assert not writer.accepting
-    assert not writer.wait_for_sync(_not_held), "a PING would wait for the failed fsync"
+    assert not writer.hold_reply(_not_held), "a PING would wait for the failed fsync"
     writer.every_second()
     _run_until(loop, lambda: writer.accepting)
     assert writer.ops.events.count(("fsync", writer.fd)) == 2
@@ -153,7 +153,7 @@ def test_a_replaced_file_is_closed_only_after_the_fsync_queued_on_it(loop, tmp_p
     writer.adopt(new_fd, len(aof_format.HEADER))
     outcomes = []
     writer.append(B)
-    assert writer.wait_for_sync(lambda ok, reason: outcomes.append(ok))
+    assert writer.hold_reply(lambda ok, reason: outcomes.append(ok))
     writer.flush()
     assert ("close", old_fd) not in ops.events
     ops.fsync_gate.set()
