@@ -67,10 +67,10 @@ def measure(kind, pinning: Pinning, loads, rounds: int) -> list[list]:
                 rate, cpu, _ = run_redis_benchmark(cmd, servers[0].pid)
                 rates.append(rate)
                 cpus.append(cpu)
-                commands_run.append(cmd)
                 for server in servers:
                     server.flush()
             rows.append([kind.label, name, median(rates), f"{median(cpus):.0f}%"])
+            commands_run.append(cmd)
     finally:
         stop_all(servers)
     return rows, commands_run
@@ -97,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     for kind in kinds:
         kind_rows, kind_commands = measure(kind, pinning, loads, rounds)
         rows += kind_rows
-        commands_run += kind_commands[:len(loads)]
+        commands_run += kind_commands
     if len(kinds) == 2:
         ours = {load: rate for label, load, rate, _ in rows if label == DisqueServer.label}
         for row in rows:

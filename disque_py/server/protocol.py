@@ -27,6 +27,7 @@ from collections import deque
 
 from disque_py import log
 from disque_py.commands.context import Park
+from disque_py.persistence.aof import ON as AOF_ON
 from disque_py.resp import Raw, RequestReader, encode, encode_into
 
 OUTPUT_HIGH_WATER = 4 * 1024 * 1024
@@ -240,7 +241,7 @@ class ClientConnection(asyncio.Protocol):
         written (appendfsync always: fsynced). Replies keep their order."""
         held = self._held
         writer = self.runtime.persistence.writer
-        if writer is not None:
+        if writer is not None and writer.state == AOF_ON:
             entry = [payload, False]
             if writer.hold_reply(self._released_entry(entry)):
                 if held is None:
