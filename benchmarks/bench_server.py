@@ -254,7 +254,7 @@ def measure_memory(pinning: Pinning, jobs: int) -> list[dict]:
             rows.append(dict(server=server.label, jobs=jobs, stored=length, errors=errors,
                              fill_seconds=elapsed, rss_before=rss_before, rss_after=rss_after,
                              used_memory=int(memory_info.get("used_memory", 0)),
-                             used_memory_jobs=memory_info.get("used_memory_jobs"),
+                             used_memory_dataset=memory_info.get("used_memory_dataset"),
                              command=shlex.join(server.command_line())))
         finally:
             server.stop()
@@ -277,9 +277,9 @@ def print_memory(rows: list[dict]) -> None:
         ratio_growth = ratio(ours["rss_after"] - ours["rss_before"],
                              theirs["rss_after"] - theirs["rss_before"])
         print(f"RSS growth ratio disque-py / redis-server: {ratio_growth:.2f}x")
-        if ours.get("used_memory_jobs") is not None:
-            print(f"disque-py INFO used_memory_jobs (the maxmemory policy's estimate): "
-                  f"{int(ours['used_memory_jobs']) / MB:.1f} MB")
+        if ours.get("used_memory_dataset") is not None:
+            print(f"disque-py INFO used_memory_dataset (the maxmemory policy's estimate): "
+                  f"{int(ours['used_memory_dataset']) / MB:.1f} MB")
 
 
 # ----------------------------------------------------------------------- report

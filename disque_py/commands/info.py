@@ -87,7 +87,7 @@ def _memory(srv) -> list[tuple[str, object]]:
         ("used_memory_rss", rss),
         ("used_memory_peak", srv.peak_memory),
         ("used_memory_peak_human", bytes_to_human(srv.peak_memory)),
-        ("used_memory_jobs", srv.node.used_memory),
+        ("used_memory_dataset", srv.node.used_memory),
         ("maxmemory", srv.node.maxmemory),
         ("maxmemory_human", bytes_to_human(srv.node.maxmemory)),
         ("mem_fragmentation_ratio", "1.00"),

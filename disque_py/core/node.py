@@ -43,7 +43,7 @@ from disque_py.core.acks import AcksMixin
 from disque_py.core.consumer import ConsumerMixin
 from disque_py.core.federation import FederationMixin, FederationStats
 from disque_py.core.peers import PeersMixin
-from disque_py.core.producer import JOB_MEMORY_OVERHEAD, ProducerMixin
+from disque_py.core.producer import JOB_MEMORY_OVERHEAD, QUEUE_MEMORY_OVERHEAD, ProducerMixin
 from disque_py.core.replication import (REMOVED_BEFORE_COPIES, REPLICATION_RETRY_MS,
                                         ReplicationMixin)
 from disque_py.core.requeue import RequeueMixin
@@ -70,7 +70,7 @@ class Node(ProducerMixin, ConsumerMixin, AcksMixin, ReplicationMixin, RequeueMix
         self.deadlines = Deadlines()
         self.ready: dict[bytes, None] = {}      # queues that got jobs while clients wait
         self.blocked_clients = 0
-        self.used_memory = 0                     # running estimate, bytes
+        self.used_memory = 0                     # estimate for jobs and queues, bytes
         self.maxmemory = DEFAULT_MAXMEMORY
         self.evict_jobs = True                   # maxmemory-policy acks (else noeviction)
         self._last_ctime = 0
@@ -120,6 +120,7 @@ class Node(ProducerMixin, ConsumerMixin, AcksMixin, ReplicationMixin, RequeueMix
         if q is None:
             q = Queue(name, self.clock.now_ms())
             self.queues.add(name, q)
+            self.used_memory += QUEUE_MEMORY_OVERHEAD
         return q
 
     def queue_length(self, name: bytes) -> int:
@@ -358,6 +359,7 @@ class Node(ProducerMixin, ConsumerMixin, AcksMixin, ReplicationMixin, RequeueMix
             for name, q in list(part.items()):
                 if q.is_evictable(now_s, max_idle):
                     self.queues.pop(name)
+                    self.used_memory -= QUEUE_MEMORY_OVERHEAD
                     evicted += 1
         return evicted
 

@@ -21,6 +21,7 @@ from disque_py.cluster import messages as msg
 from disque_py.core.queue import PAUSED_IN
 
 JOB_MEMORY_OVERHEAD = 420     # estimated bytes per job beyond its body
+QUEUE_MEMORY_OVERHEAD = 500   # estimated bytes per queue (object, sorted list, stats)
 FREE_MEMORY_BUDGET_S = 0.002  # eviction work per refused command, at most
 FREE_MEMORY_MISSES = 10       # give up after this many samples with nothing to evict
 from disque_py.errors import CommandError, MaxlenError, NoReplError, PausedError

@@ -62,7 +62,9 @@ class ClusterService:
     async def start(self, hosts: list[str | None], port: int) -> None:
         self.membership.myself.port = port
         await self.bus.listen(hosts, port + BUS_PORT_OFFSET)
-        self._cron = self.runtime.loop.call_later(CRON_PERIOD_MS / 1000, self._run_cron)
+        # Link to the known nodes now, not a cron period later: a restarted
+        # node must be seen alive (its FAIL flag cleared) as soon as possible.
+        self._run_cron()
 
     def stop(self) -> None:
         if self._cron is not None:

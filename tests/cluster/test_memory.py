@@ -11,10 +11,10 @@ runs out of memory?", and the OOM tests of its Tcl units 02 and 04):
     freeMemoryIfNeeded), or at once under maxmemory-policy noeviction.
 
 The nodes run with --maxmemory 3mb. Our server measures the memory the
-maxmemory policy uses as its estimate of job memory, INFO used_memory_jobs
+maxmemory policy uses as its estimate of job and queue memory, INFO used_memory_dataset
 (Disque uses the allocator's total); the thresholds are checked against
 that field and INFO maxmemory. Where a test needs a node between two
-thresholds it sets maxmemory with CONFIG SET relative to used_memory_jobs.
+thresholds it sets maxmemory with CONFIG SET relative to used_memory_dataset.
 One three-node cluster is shared by the module; before every test every
 node runs, has maxmemory 3mb again and is flushed with DEBUG FLUSHALL.
 """
@@ -68,7 +68,7 @@ def info(proc, section: str = "all") -> dict[str, str]:
 
 
 def used(proc) -> int:
-    return int(info(proc, "memory")["used_memory_jobs"])
+    return int(info(proc, "memory")["used_memory_dataset"])
 
 
 def registered_jobs(proc) -> int:
@@ -150,7 +150,7 @@ def queue():
 def test_info_reports_maxmemory_and_the_job_memory_estimate(cluster, queue):
     fields = info(cluster[0], "memory")
     assert int(fields["maxmemory"]) == MAXMEMORY
-    assert int(fields["used_memory_jobs"]) == 0
+    assert int(fields["used_memory_dataset"]) == 0
     add_many(cluster[0], queue, 10, "REPLICATE", 1, "RETRY", 0)
     per_job = used(cluster[0]) / 10
     assert per_job >= len(BODY)
