@@ -1,5 +1,8 @@
 # disque-py: `make run` starts a node on 127.0.0.1:7711, `make test` runs
-# everything. Both create .venv when it is missing and install what they need
+# everything, `make soak` plays 10,000 seeds of the cluster simulation and
+# `make chaos` kills and pauses a 5-node loopback cluster under load for
+# CHAOS_SECONDS (10 minutes) and checks no acknowledged job is lost. Every
+# target creates .venv when it is missing and installs what it needs
 # (Python packages into the venv, Debian packages with apt when absent).
 
 PYTHON ?= python3
@@ -10,7 +13,12 @@ APT_PACKAGES := redis-tools netcat-openbsd
 JAVA_PACKAGE := openjdk-17-jre-headless
 SUDO   := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 
-.PHONY: run test bench system-deps clean
+CHAOS_SECONDS ?= 600
+CHAOS_ARGS ?=
+SOAK_SEEDS ?= 10000
+SOAK_JOBS  ?= 2
+
+.PHONY: run test bench chaos soak system-deps clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -47,6 +55,15 @@ bench: $(VENV)/.installed-test system-deps
 	@command -v redis-server >/dev/null || { $(SUDO) apt-get update -qq && \
 		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends redis-server; }
 	$(BIN)/python benchmarks/bench_server.py
+
+# Extra options in CHAOS_ARGS, e.g. CHAOS_ARGS="--seed 42 --keep" (disque-py chaos --help).
+chaos: $(VENV)/.installed
+	$(BIN)/disque-py chaos --duration $(CHAOS_SECONDS) $(CHAOS_ARGS)
+
+# The deterministic cluster simulation (tests/sim) over SOAK_SEEDS seeds in
+# SOAK_JOBS processes; a failing seed is printed with its replay command.
+soak: $(VENV)/.installed
+	$(BIN)/python -m tests.sim --seeds $(SOAK_SEEDS) --jobs $(SOAK_JOBS)
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache

@@ -40,12 +40,14 @@ class JobRecord:
     body: str
     queue: str
     sent_at: float
+    node: int                       # where ADDJOB was sent
     job_id: str | None = None
     added_at: float | None = None   # ADDJOB answered with an ID
     add_error: str = ""             # why not, when it was not
     deliveries: list[Delivery] = field(default_factory=list)
     nacks: int = 0
     acked_at: float | None = None   # first ACKJOB answered
+    acked_on: int | None = None     # by this node
 
     @property
     def unrequested_redeliveries(self) -> int:
@@ -81,19 +83,20 @@ class Ledger:
 
     # ---------------------------------------------------------- producers
 
-    def sending(self, body: str, queue: str, now: float) -> None:
+    def sending(self, body: str, queue: str, node: int, now: float) -> None:
         with self._lock:
-            self._jobs[body] = JobRecord(body, queue, now)
+            self._jobs[body] = JobRecord(body, queue, now, node)
 
     def added(self, body: str, job_id: str, now: float) -> None:
         with self._lock:
             record = self._jobs[body]
             record.job_id, record.added_at = job_id, now
 
-    def add_failed(self, body: str, kind: str, detail: str) -> None:
+    def add_failed(self, body: str, kind: str, detail: str, final: bool = True) -> None:
+        """`final`: the producer gives up on this body (else it tries another node)."""
         with self._lock:
             self._jobs[body].add_error = f"{kind}: {detail}"
-            self.add_errors[kind] += 1
+            self.add_errors[kind if final else f"{kind} (then tried elsewhere)"] += 1
 
     # ---------------------------------------------------------- consumers
 
@@ -110,11 +113,11 @@ class Ledger:
         with self._lock:
             self._jobs[body].nacks += 1
 
-    def acked(self, body: str, now: float) -> None:
+    def acked(self, body: str, node: int, now: float) -> None:
         with self._lock:
             record = self._jobs[body]
             if record.acked_at is None:
-                record.acked_at = now
+                record.acked_at, record.acked_on = now, node
 
     # ---------------------------------------------------------- progress
 

@@ -146,6 +146,13 @@ class FederationMixin:
         if q.flags & PAUSED_OUT or not q.jobs or q.waiters is not None:
             return
         now = self.clock.now_ms()
+        if q.import_rate(now) > 0:
+            # Jobs come here because consumers here asked: keep them for
+            # those (as on_needjobs does). Passing them on would bounce a
+            # job between nodes whose consumers poll rather than block,
+            # each keeping its interest fresh: in no queue long enough to
+            # be fetched, for as long as they poll.
+            return
         interested = q.interested
         for node_id, (expires, count) in list(interested.items()):
             if not q.jobs:

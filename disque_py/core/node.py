@@ -17,6 +17,8 @@ Lifecycle of a job on this node (Disque's state machine):
 Rules kept here:
   * a registered job is in the jobs table and in the awake schedule, always;
   * a queued job is in exactly one queue, the one it names;
+  * a wait-repl job is never queued: only replication_achieved (or
+    abandon_replication) moves it on, so it leaves `replicating` with it;
   * at-most-once jobs (retry 0) are queued at most once: enqueue() sets
     qtime to 0 and refuses them afterwards;
   * nothing here raises on a job in an unexpected state: callers get False.
@@ -214,11 +216,14 @@ class Node(ProducerMixin, ConsumerMixin, AcksMixin, ReplicationMixin, RequeueMix
 
     def enqueue(self, job: Job, nack: bool = False, now: int = 0, q: Queue | None = None) -> bool:
         """Put an active job in its queue. False if it cannot be queued now
-        (already queued, acknowledged, or at-most-once and delivered).
+        (already queued, acknowledged, at-most-once and delivered, or still
+        waiting for its copies: replication_achieved queues it, and a
+        wait-repl job queued by a peer's YOURJOBS or ENQUEUE would leave its
+        replication loop running on a job that may be acked meanwhile).
 
         `now` and `q` (the job's queue) may be passed by a caller that has
         them at hand, to spare the lookups on the ADDJOB path."""
-        if job.state >= QUEUED or job.qtime == 0:      # QUEUED or ACKED
+        if job.state != ACTIVE or job.qtime == 0:
             return False
         retry = job.spec[RETRY]
         flags = job.flags

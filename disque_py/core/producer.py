@@ -97,12 +97,11 @@ class ProducerMixin:
             self.wait_for_copies(job, client, now + timeout_ms if timeout_ms else 0,
                                  extra_copies, external, now)
             return job
+        job.state = ACTIVE      # copies confirmed or not awaited: enqueue takes it
         if delay == 0 and not external:
             self.enqueue(job, False, now, q)
-        else:                   # delayed, or external: a holder will queue it
-            job.state = ACTIVE
-            if keep_copy:
-                self.update_awake(job)
+        elif keep_copy:         # delayed, or external: a holder will queue it
+            self.update_awake(job)
         if self.aof_enabled and not external:
             self.persist_job(job)
         if extra_copies:

@@ -14,9 +14,24 @@ Faults, all drawn from one seeded RNG so a run replays exactly:
   * partition(*groups) / heal(): frames between groups are lost, and the
     nodes' cluster views say so (as membership would after failure detection);
   * crash(i) / restart(i): a node loses every job and queue, and comes back
-    empty with the same node ID; frames to or from a down node are lost.
+    empty with the same node ID; frames to or from a down node, or sent to
+    or by an earlier incarnation of it, are lost (its TCP links died);
+  * with_aof(i): the node keeps an append-only file. Its AofLoadJob /
+    AofDelJob effects are written as real AOF records (persistence/
+    aof_format.py) into an in-memory log that survives crashes, and
+    restart(i) replays it into the fresh core the way the server's loader
+    does (LOADJOB -> Node.load_job, DELJOB -> Node.delete_jobs), after the
+    node learned its peers (nodes.conf is read before the AOF).
 
-Time moves only in run_until / run_for, in steps of at most STEP_MS (the
+`observer` (optional) sees what a checker needs, in order: observe(i,
+effect) for node i's AofLoadJob, AofDelJob and Unblock effects, called
+after that event's frames are in flight; frame_done(trace) once a frame
+carrying whole jobs (REPLJOB, YOURJOBS) was delivered or lost. With
+`track_copies`, every core emits its AOF effects (changing nothing else),
+so an observer sees each copy appear and go on every node.
+
+Time moves only in run_until / run_for (or advance, for a caller running
+its own loop), in steps of at most max_step_ms (STEP_MS by default, the
 production runtime's longest timer sleep), jumping straight to the next
 frame or timer when that is sooner. Each step delivers the due frames,
 calls tick() on every node and carries out the resulting effects.
@@ -32,9 +47,10 @@ from typing import Callable, NamedTuple
 
 from disque_py.cluster import messages as msg
 from disque_py.core.clock import FakeClock
-from disque_py.core.effects import ToPeer, Unblock
-from disque_py.core.job import STATE_NAMES
+from disque_py.core.effects import AofLoadJob, ToPeer, Unblock
+from disque_py.core.job import STATE_NAMES, deserialize_job, serialize_job
 from disque_py.core.node import Node
+from disque_py.persistence import aof_format
 
 START_MS = 1_700_000_000_000
 STEP_MS = 10                      # server/runtime.py TIMER_MAX_SLEEP_MS
@@ -57,18 +73,27 @@ class Msg(NamedTuple):
         return msg.TYPE_NAMES[self.kind]
 
 
+COPY_KINDS = (msg.REPLJOB, msg.YOURJOBS)      # frames that carry whole jobs
+
+
 def node_id_for(seed: int, index: int) -> bytes:
     return hashlib.sha1(b"simnet:%d:%d" % (seed, index)).hexdigest().encode()
 
 
 class SimNet:
-    def __init__(self, size: int, seed: int = 0, start_ms: int = START_MS) -> None:
+    def __init__(self, size: int, seed: int = 0, start_ms: int = START_MS,
+                 track_copies: bool = False) -> None:
         self.seed = seed
+        self.start_ms = start_ms
         self.clock = FakeClock(start_ms, seed=seed)
         self.rng = random.Random(seed ^ 0x5EED)
         self.ids = [node_id_for(seed, i) for i in range(size)]
         self.index = {node_id: i for i, node_id in enumerate(self.ids)}
         self.incarnation = [0] * size
+        self.track_copies = track_copies
+        self.aof: list[bytearray | None] = [None] * size     # the AOF of each node that has one
+        self.aof_jobs: list[set] = [set() for _ in range(size)]   # jobs its AOF would load
+        self.observer = None
         self.nodes: list[Node] = [self._boot(i) for i in range(size)]
         self.up = [True] * size
         self.leaving = [False] * size
@@ -80,19 +105,24 @@ class SimNet:
         self.latency_ms = 1
         self.jitter_ms = 0
         self.drop_rule: Callable[[Msg], bool] | None = None
+        self.max_step_ms = STEP_MS
         # Observations.
         self.sent: list[Msg] = []          # every frame a node emitted
         self.delivered: list[Msg] = []
         self.dropped: list[Msg] = []
+        self.duplicated: list[Msg] = []
+        self.copies_in_flight: Counter = Counter()   # job ID -> REPLJOB/YOURJOBS frames
         self.unblocked: dict = {}          # client -> [outcome, ...]
         self.unblocks: list = []           # (time, node index, client, outcome)
-        self._inflight: list = []          # heap of (due, seq, Msg, frame bytes)
+        self._inflight: list = []          # heap of (due, seq, Msg, frame, incarnations)
         self._seq = 0
         self.refresh_views()
 
     def _boot(self, i: int) -> Node:
         seed = b"simnet-%d-%d-%d" % (self.seed, i, self.incarnation[i])
-        return Node(self.ids[i], self.clock, id_seed=seed)
+        node = Node(self.ids[i], self.clock, id_seed=seed)
+        node.aof_enabled = self.track_copies or self.aof[i] is not None
+        return node
 
     # ------------------------------------------------------------ topology
 
@@ -103,7 +133,9 @@ class SimNet:
         """Push every live node's cluster view (membership's job in production)."""
         size = len(self.ids)
         for i in self.live():
-            known = {node_id for j, node_id in enumerate(self.ids) if j != i}
+            # An insertion-ordered set: the core iterates it, and a set's
+            # order would change with PYTHONHASHSEED, so would the run.
+            known = dict.fromkeys(node_id for j, node_id in enumerate(self.ids) if j != i)
             linked = [self.ids[j] for j in range(size) if self.linked(i, j) and not self.leaving[j]]
             self.nodes[i].set_cluster_view(size, known, len(linked), linked, self.leaving[i])
             self._drain(i)
@@ -137,12 +169,45 @@ class SimNet:
         self.refresh_views()
 
     def restart(self, i: int) -> Node:
-        """Back with the same ID and nothing else."""
+        """Back with the same ID, and the jobs of its AOF if it has one."""
         self.incarnation[i] += 1
-        self.nodes[i] = self._boot(i)
+        self.nodes[i] = node = self._boot(i)
         self.up[i] = True
         self.refresh_views()
-        return self.nodes[i]
+        if self.aof[i] is not None:
+            self._load_aof(i, node)
+        return node
+
+    # ------------------------------------------------------------ the AOF
+
+    def with_aof(self, i: int) -> None:
+        """Node i keeps an append-only file from now on (start it early)."""
+        self.aof[i] = bytearray(aof_format.HEADER)
+        self.nodes[i].aof_enabled = True
+
+    def _append_aof(self, i: int, effect) -> None:
+        if type(effect) is AofLoadJob:
+            # Serialized when carried out, as the runtime does after a batch.
+            self.aof[i] += aof_format.load_job_record(serialize_job(effect.job))
+            self.aof_jobs[i].add(effect.job.id)
+        else:
+            self.aof[i] += aof_format.del_job_record(effect.job_id)
+            self.aof_jobs[i].discard(effect.job_id)
+
+    def _load_aof(self, i: int, node: Node) -> None:
+        """Replay as PersistenceService._replay does (the core emits no
+        records while loading; appending resumes after)."""
+        node.aof_enabled = False
+        for record in aof_format.records(bytes(self.aof[i])):
+            command = record.argv[0].upper()
+            if command == b"LOADJOB":
+                assert aof_format.check_crc(record.argv[1], record.argv[2])
+                node.load_job(deserialize_job(record.argv[1]), False)
+            elif command == b"DELJOB":
+                node.delete_jobs(record.argv[1:])
+        node.aof_enabled = True
+        self.aof_jobs[i] = {job.id for job in node.jobs.values()}
+        self._drain(i)
 
     # ------------------------------------------------------------ clients
 
@@ -171,14 +236,14 @@ class SimNet:
     # ------------------------------------------------------------ the wire
 
     def _drain(self, i: int) -> None:
-        """Carry out node i's effects: frames per peer, answers per client."""
+        """Carry out node i's effects: frames per peer, answers per client,
+        AOF records; then show the observer what happened."""
         runs: dict[bytes, list] = {}
+        seen = []
+        aof = self.aof[i]
         for effect in self.nodes[i].take_effects():
-            if type(effect) is Unblock:
-                client = effect.waiter.client
-                self.unblocked.setdefault(client, []).append(effect.outcome)
-                self.unblocks.append((self.clock.now_ms(), i, client, effect.outcome))
-            elif type(effect) is ToPeer:
+            kind = type(effect)
+            if kind is ToPeer:
                 peer_runs = runs.setdefault(effect.node_id, [])
                 last = peer_runs[-1] if peer_runs else None
                 if last and last[0] == effect.kind and last[1] == effect.mflags \
@@ -186,9 +251,21 @@ class SimNet:
                     last[2].append(effect.item)
                 else:
                     peer_runs.append([effect.kind, effect.mflags, [effect.item]])
+                continue
+            if kind is Unblock:
+                client = effect.waiter.client
+                self.unblocked.setdefault(client, []).append(effect.outcome)
+                self.unblocks.append((self.clock.now_ms(), i, client, effect.outcome))
+            elif aof is not None:
+                self._append_aof(i, effect)
+            seen.append(effect)
         for node_id, peer_runs in runs.items():
             for kind, mflags, items in peer_runs:
                 self._send(i, self.index[node_id], kind, mflags, items)
+        if self.observer is not None:
+            # After the sends: a job that left in a frame is still somewhere.
+            for effect in seen:
+                self.observer.observe(i, effect)
 
     def _send(self, src: int, dst: int, kind: int, mflags: int, items: list) -> None:
         if msg.BODY_KIND[kind] is msg.Jobs:
@@ -206,25 +283,36 @@ class SimNet:
         if not self.linked(src, dst) or (self.drop and rng.random() < self.drop) \
                 or (self.drop_rule is not None and self.drop_rule(trace)):
             self.dropped.append(trace)
+            if kind in COPY_KINDS and self.observer is not None:
+                self.observer.frame_done(trace)
             return
         due = now + self.latency_ms + (rng.randint(0, self.jitter_ms) if self.jitter_ms else 0)
         self._push(due, trace, frame)
         if self.dup and rng.random() < self.dup:
+            self.duplicated.append(trace)
             self._push(due + rng.randint(0, self.dup_delay_ms), trace, frame)
 
     def _push(self, due: int, trace: Msg, frame: bytes) -> None:
         self._seq += 1
-        heapq.heappush(self._inflight, (due, self._seq, trace, frame))
+        links = (self.incarnation[trace.src], self.incarnation[trace.dst])
+        heapq.heappush(self._inflight, (due, self._seq, trace, frame, links))
+        if trace.kind in COPY_KINDS:
+            self.copies_in_flight.update(trace.keys)
 
-    def _deliver(self, trace: Msg, frame: bytes) -> None:
-        if not self.linked(trace.src, trace.dst):      # link broke while in flight
-            self.dropped.append(trace)
-            return
-        assert msg.frame_length(frame[:4]) == len(frame) - 4
-        header, body = msg.decode(frame[4:])
-        self.delivered.append(trace._replace(at=self.clock.now_ms()))
-        self.nodes[trace.dst].on_peer_message(header.sender, header.type, header.mflags, body)
-        self._drain(trace.dst)
+    def _deliver(self, trace: Msg, frame: bytes, links: tuple) -> None:
+        if trace.kind in COPY_KINDS:
+            self.copies_in_flight.subtract(trace.keys)
+        if not self.linked(trace.src, trace.dst) \
+                or links != (self.incarnation[trace.src], self.incarnation[trace.dst]):
+            self.dropped.append(trace)      # the link broke while it was in flight
+        else:
+            assert msg.frame_length(frame[:4]) == len(frame) - 4
+            header, body = msg.decode(frame[4:])
+            self.delivered.append(trace._replace(at=self.clock.now_ms()))
+            self.nodes[trace.dst].on_peer_message(header.sender, header.type, header.mflags, body)
+            self._drain(trace.dst)
+        if trace.kind in COPY_KINDS and self.observer is not None:
+            self.observer.frame_done(trace)
 
     # ------------------------------------------------------------ time
 
@@ -233,8 +321,8 @@ class SimNet:
         now = self.clock.now_ms()
         for _ in range(SETTLE_LIMIT):
             if self._inflight and self._inflight[0][0] <= now:
-                _, _, trace, frame = heapq.heappop(self._inflight)
-                self._deliver(trace, frame)
+                _, _, trace, frame, links = heapq.heappop(self._inflight)
+                self._deliver(trace, frame, links)
                 continue
             busy = False
             for i in self.live():
@@ -246,7 +334,7 @@ class SimNet:
 
     def _next_event(self, limit: int) -> int:
         now = self.clock.now_ms()
-        candidates = [limit, now + STEP_MS]
+        candidates = [limit, now + self.max_step_ms]
         if self._inflight:
             candidates.append(self._inflight[0][0])
         for i in self.live():
@@ -254,6 +342,10 @@ class SimNet:
             if wake is not None:
                 candidates.append(wake)
         return max(min(candidates), now + 1)
+
+    def advance(self, limit: int) -> None:
+        """Move time to the next frame, timer or step, but not past `limit`."""
+        self.clock.set(min(self._next_event(limit), limit))
 
     def run_until(self, condition: Callable[[], bool], max_ms: int) -> bool:
         """Advance time until condition() holds (True) or max_ms passed (False)."""
@@ -273,6 +365,10 @@ class SimNet:
     def quiet(self) -> bool:
         """No frame in flight."""
         return not self._inflight
+
+    @property
+    def frames_in_flight(self) -> int:
+        return len(self._inflight)
 
     # ------------------------------------------------------------ views
 

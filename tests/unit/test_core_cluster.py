@@ -18,8 +18,8 @@ import pytest
 
 from disque_py.cluster import messages as msg
 from disque_py.core.federation import BCAST_MAX_DELAY_MS, INTEREST_TTL_MS
-from disque_py.core.job import (ACKED, QUEUED, WAIT_REPL, compare_node_ids_by_job,
-                                serialize_job)
+from disque_py.core.job import (ACKED, ACTIVE, QUEUED, WAIT_REPL,
+                                compare_node_ids_by_job, serialize_job)
 from disque_py.core.queue import PAUSED_OUT
 from disque_py.core.replication import REMOVED_BEFORE_COPIES, TIMEOUT_BEFORE_COPIES
 from disque_py.core.waiters import TIMED_OUT
@@ -528,6 +528,35 @@ def test_an_acked_job_is_never_queued_again_by_a_late_message(kind):
         assert (1, 0, msg.SETACK) in {(m.src, m.dst, m.kind) for m in net.sent[mark:]}
 
 
+def test_a_job_still_waiting_for_its_copies_is_not_queued_by_a_yourjobs():
+    # Found by the simulator (tests/sim, seed 955). A holder re-queued its
+    # copy (RETRY) while the producer still waited for copies, and handed it
+    # to the producer's polling consumer (YOURJOBS). The producer queued its
+    # wait-repl copy, a consumer acked it, and the producer, still in its
+    # replication loop, sent the acked job out again as REPLJOB: the copies
+    # came back to life after the ACK had reached every node.
+    net = SimNet(3, seed=32)
+    net.drop_rule = lambda m: m.kind == msg.GOTJOB and m.src == 2   # 0 waits on
+    job = net.add_job(0, repl=3, retry=1, client="p")
+    assert net.run_until(lambda: net.copies(job.id).get(1) == "queued", 2000)
+    assert net.get_jobs(0, b"q") == []                   # NEEDJOBS: 1 gives it
+    assert net.run_until(lambda: net.count(msg.YOURJOBS, delivered=True), 100)
+    assert net.copies(job.id)[0] == "wait-repl" and net.nodes[0].queue_length(b"q") == 0
+    assert net.run_until(lambda: "queued" in net.copies(job.id).values(), 2000)
+    holder = next(i for i, state in net.copies(job.id).items() if state == "queued")
+    assert [j.id for j in net.get_jobs(holder, b"q")] == [job.id]
+    net.call(holder, "ack_jobs", [job.id])
+    acked_at = net.clock.now_ms()
+    assert net.run_until(lambda: "p" in net.unblocked, 100)
+    assert net.unblocked["p"] == [job.id]                # the ACK proves the copies
+    net.drop_rule = None
+    assert net.run_until(gone_everywhere(net, job.id), 30_000)
+    assert not [m for m in net.sent if m.kind == msg.REPLJOB and m.at > acked_at]
+    assert not net.nodes[0].replicating
+    net.run_for(10_000)
+    assert not net.copies(job.id)
+
+
 def test_duplicated_reordered_lossy_network_delivers_and_collects_every_job():
     net = SimNet(5, seed=21)
     net.dup, net.dup_delay_ms, net.jitter_ms, net.drop = 0.3, 20, 5, 0.05
@@ -564,6 +593,30 @@ def test_a_crashed_holder_loses_its_copy_and_the_others_still_deliver():
     assert net.nodes[0].lookup(job.id) is None
     got = [j for i in (1, 2) for j in net.get_jobs(i, b"q")]
     assert [j.id for j in got] == [job.id]
+
+
+def test_a_node_restarted_with_its_aof_has_its_jobs_back():
+    net = SimNet(3, seed=34)
+    net.with_aof(1)
+    kept = replicated(net, repl=3, retry=2, body=b"kept")
+    acked = replicated(net, repl=3, retry=2, body=b"acked")
+    net.call(0, "ack_jobs", [acked.id])
+    assert net.run_until(gone_everywhere(net, acked.id), 100)
+    assert net.aof_jobs[1] == {kept.id}
+    net.crash(1)
+    net.crash(2)                                         # no AOF: comes back empty
+    node = net.restart(1)
+    assert net.restart(2).lookup(kept.id) is None
+    job = node.lookup(kept.id)
+    assert job.state == ACTIVE and job.body == b"kept" and node.lookup(acked.id) is None
+    assert holders_seen_by(net, 1, kept.id) == {0, 1, 2}
+    net.crash(0)                                         # the queued copy is gone too
+    assert net.run_until(lambda: net.copies(kept.id).get(1) == "queued", 3000)
+    assert [j.id for j in net.get_jobs(1, b"q")] == [kept.id]
+    net.call(1, "ack_jobs", [kept.id])
+    assert net.copies(kept.id) == {1: "acked"} and not net.aof_jobs[1]
+    net.crash(1)
+    assert net.restart(1).lookup(kept.id) is None        # its DELJOB record replayed
 
 
 # ------------------------------------------------------------------ federation
@@ -681,6 +734,29 @@ def test_interest_still_alive_pushes_even_after_the_consumer_left():
     job = replicated(net, repl=1)
     net.run_for(100)
     assert net.copies(job.id) == {0: "active", 1: "queued"}
+
+
+def test_a_job_pushed_to_a_node_that_imports_stays_there_for_its_consumers():
+    # Found by the simulator (tests/sim, seed 5). Consumers polling with
+    # GETJOB NOHANG on every node keep every node's interest fresh; a job
+    # pushed to an interested node was pushed on at once to the next one,
+    # and so on: always in flight, never in a queue when a consumer looked.
+    net = SimNet(5, seed=33)
+    net.jitter_ms = 10
+    for i in range(5):
+        assert net.get_jobs(i, b"q") == []           # NEEDJOBS everywhere
+    net.run_for(10)
+    job = net.add_job(0, repl=1, retry=5)
+    got = []
+
+    def poll() -> bool:
+        for i in range(5):
+            got.extend((i, j.id) for j in net.get_jobs(i, b"q"))
+        return bool(got)
+
+    assert net.run_until(poll, 1000)
+    assert [job_id for _, job_id in got] == [job.id] and got[0][0] != 0
+    assert len([m for m in net.sent if m.kind == msg.YOURJOBS]) == 1
 
 
 def test_no_job_is_delivered_twice_without_retries_or_failures():

@@ -1,0 +1,21 @@
+"""A real-process chaos checker: `disque-py chaos` (and `make chaos`).
+
+Starts N disque-server processes on 127.0.0.1, joins them, and runs real
+clients against random nodes while a fault injector kills (-9), pauses
+(SIGSTOP) and restarts nodes; then brings everything back, drains the
+queues and checks the clients' record: no job acknowledged by ADDJOB is
+lost, no server crashed; duplicates and deliveries after an acknowledged
+ACKJOB are counted and reported.
+
+  nodes.py     one server process: start, kill, pause, restart, logs
+  link.py      a client connection that never hangs and classifies failures
+  cluster.py   the nodes as a cluster: form, full mesh, job views, stop
+  ledger.py    what the clients saw, and the checks over it
+  workload.py  producer and consumer threads
+  faults.py    the fault injector
+  report.py    the report and the exit status
+  run.py       the phases of a run; run(ChaosOptions) -> Report
+
+The click command lives in disque_py/cli.py and imports run.py on use, so
+that `disque-server`, which loads the CLI module, does not load redis-py.
+"""

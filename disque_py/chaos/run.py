@@ -1,0 +1,328 @@
+"""One chaos run from start to report: the phases and their deadlines.
+
+Owns the order of things. Start N nodes and join them; run producers,
+consumers and the fault injector for `duration` seconds; stop the faults
+and the producers and bring every node back (restart, SIGCONT) until the
+mesh is whole again; let the consumers drain until every job acknowledged
+by ADDJOB was delivered (or the drain deadline passes), and keep them
+consuming while the nodes let go of what they still hold; question the
+nodes about any lost job; stop the nodes with SIGTERM; read their logs for
+tracebacks; build the report. Whatever happens (an error, Ctrl-C, SIGTERM)
+every node this run started is killed by PID before run() returns or raises.
+"""
+
+from __future__ import annotations
+
+import random
+import shutil
+import signal
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from disque_py.chaos.cluster import Fleet
+from disque_py.chaos.faults import FaultInjector, FaultPlan
+from disque_py.chaos.ledger import Ledger
+from disque_py.chaos.nodes import Crash
+from disque_py.chaos.report import LostJob, Report, verdict_counts
+from disque_py.chaos.workload import Consumer, JobSpec, Producer
+
+MESH_TIMEOUT_S = 60.0
+RECOVER_TIMEOUT_S = 60.0
+PROGRESS_EVERY_S = 30.0
+POLL_S = 0.5
+TTL_MARGIN_S = 3600
+KILL_DOWN_S = (2.0, 10.0)
+PAUSE_S = (1.0, 6.0)
+THREAD_JOIN_TIMEOUT_S = 60.0
+FAULT_CONTEXT_S = 15.0       # faults shown before an ack or an add, to explain a finding
+FAULT_CONTEXT_EVENTS = 8
+# An ACKJOB answered by one node reaches the other holders a message later:
+# a delivery this soon after it raced the ack itself.
+AFTER_ACK_GRACE_S = 1.0
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+@dataclass
+class ChaosOptions:
+    nodes: int = 5
+    duration: float = 600.0
+    seed: int | None = None
+    replicate: int = 3
+    max_down: int | None = None        # default: replicate - 1
+    appendonly: bool = True
+    directory: str | None = None
+    keep: bool = False
+    producers: int = 2
+    consumers: int = 3
+    rate: float = 20.0                 # ADDJOBs per second, all producers together
+    retry: int = 5                     # the jobs' RETRY, seconds
+    node_timeout_ms: int = 3000
+    fault_interval: float = 4.0        # mean seconds between faults
+    drain_timeout: float = 180.0
+    settle_timeout: float = 30.0
+
+    def settings(self) -> dict:
+        return {"nodes": self.nodes, "duration": f"{self.duration:g}s",
+                "replicate": self.replicate, "max-down": self.max_down,
+                "appendonly": "yes (fsync always)" if self.appendonly else "no",
+                "producers": self.producers, "consumers": self.consumers,
+                "rate": f"{self.rate:g}/s", "retry": f"{self.retry}s",
+                "node-timeout": f"{self.node_timeout_ms}ms",
+                "fault-interval": f"{self.fault_interval:g}s"}
+
+
+class Run:
+    def __init__(self, options: ChaosOptions, echo: Callable[[str], None]) -> None:
+        if options.seed is None:
+            options.seed = random.SystemRandom().randrange(1 << 32)
+        if options.max_down is None:
+            options.max_down = max(options.replicate - 1, 0)
+        self.options = options
+        self.echo = echo
+        self.rng = random.Random(options.seed)
+        self.base_dir = self._make_dir()
+        self.fleet = Fleet(self.base_dir, options.nodes, self._server_args())
+        self.ledger = Ledger()
+        self.started = time.monotonic()
+        self.elapsed: dict[str, float] = {}
+        self.problems: list[str] = []
+        self.threads: list = []     # workers and the injector, stopped before the nodes
+        self.injector: FaultInjector | None = None
+
+    def _make_dir(self) -> Path:
+        if self.options.directory is None:
+            return Path(tempfile.mkdtemp(prefix=f"disque-chaos-{self.options.seed}-"))
+        parent = Path(self.options.directory)
+        parent.mkdir(parents=True, exist_ok=True)
+        return Path(tempfile.mkdtemp(prefix=f"chaos-{self.options.seed}-", dir=parent))
+
+    def _server_args(self) -> list[str]:
+        args = ["--cluster-node-timeout", str(self.options.node_timeout_ms)]
+        if self.options.appendonly:
+            args += ["--appendonly", "yes", "--appendfsync", "always"]
+        return args
+
+    # ---------------------------------------------------------- phases
+
+    def execute(self) -> Report:
+        self.echo(f"chaos: seed {self.options.seed}, {self.options.nodes} nodes in "
+                  f"{self.base_dir}")
+        self.fleet.start(MESH_TIMEOUT_S)
+        self.echo(f"chaos: cluster formed on ports {self.fleet.ports}")
+        self._phase("setup")
+        producers, consumers = self._start_workers()
+        injector = FaultInjector(self.fleet.nodes, self._plan(), self._rng())
+        self.injector = injector
+        self.threads = [injector, *producers, *consumers]
+        injector.start()
+        self._wait("faults", self.options.duration, lambda: False, injector,
+                   producers + consumers)
+        self._stop(producers)
+        injector.stop()
+        self._phase("faults")
+        self._recover(injector)
+        self._phase("recovery")
+        for consumer in consumers:
+            consumer.draining.set()
+        self._wait("drain", self.options.drain_timeout, self._drained, None, consumers)
+        self._phase("drain")
+        self._settle()
+        self._stop(consumers)
+        self._check_errors(producers + consumers + [injector])
+        self._phase("settle")
+        return self._report(injector)
+
+    def _phase(self, name: str) -> None:
+        now = time.monotonic()
+        self.elapsed[name] = now - self.started - sum(self.elapsed.values())
+
+    def _rng(self) -> random.Random:
+        return random.Random(self.rng.randrange(1 << 32))
+
+    def _plan(self) -> FaultPlan:
+        return FaultPlan(self.options.max_down, self.options.fault_interval, KILL_DOWN_S,
+                         PAUSE_S, rewrites=self.options.appendonly)
+
+    def _start_workers(self) -> tuple[list[Producer], list[Consumer]]:
+        o = self.options
+        spec = JobSpec(o.replicate, o.retry, int(o.duration + o.drain_timeout) + TTL_MARGIN_S)
+        common = dict(ports=self.fleet.ports, ledger=self.ledger)
+        producers = [Producer(n, o.seed, o.rate / o.producers, spec, rng=self._rng(), **common)
+                     for n in range(o.producers)]
+        consumers = [Consumer(n, rng=self._rng(), **common) for n in range(o.consumers)]
+        for worker in producers + consumers:
+            worker.start()
+        return producers, consumers
+
+    def _wait(self, phase: str, seconds: float, done, injector, workers) -> bool:
+        """Pace the main thread through a phase, printing progress; True if `done` came."""
+        began = time.monotonic()
+        next_report = began + PROGRESS_EVERY_S
+        while time.monotonic() - began < seconds:
+            if done():
+                return True
+            self._check_errors(workers + ([injector] if injector else []))
+            if time.monotonic() >= next_report:
+                self.echo(self._progress(phase, time.monotonic() - began, injector))
+                next_report += PROGRESS_EVERY_S
+            time.sleep(POLL_S)
+        return done()
+
+    def _progress(self, phase: str, elapsed: float, injector) -> str:
+        counts = self.ledger.progress()
+        line = (f"chaos: {phase} {elapsed:4.0f}s: " + ", ".join(f"{k} {v}" for k, v in
+                                                             counts.items()))
+        if injector is not None:
+            line += (f"; kills {injector.count('kill')}, pauses {injector.count('pause')}, "
+                     f"down now {injector.down() or 'none'}")
+        else:
+            line += f"; undelivered {self.ledger.undelivered()}"
+        return line
+
+    def _drained(self) -> bool:
+        return self.ledger.undelivered() == 0
+
+    def _recover(self, injector: FaultInjector) -> None:
+        still_down = injector.recover_all(RECOVER_TIMEOUT_S)
+        if still_down:
+            self.problems.append(f"nodes not back after {RECOVER_TIMEOUT_S:g}s: {still_down}")
+        if not self.fleet.wait_mesh(MESH_TIMEOUT_S):
+            self.problems.append(f"no full mesh {MESH_TIMEOUT_S:g}s after the faults stopped: "
+                                 f"{self.fleet.mesh_problems()}")
+        self.echo("chaos: faults stopped, every node back; draining")
+
+    def _settle(self) -> None:
+        """Consumers still running, give the nodes a moment to hand out what is
+        left (jobs whose ACKJOB got no answer come back after RETRY) and to
+        garbage-collect acked jobs; what they still hold is reported, not checked."""
+        deadline = time.monotonic() + self.options.settle_timeout
+        while time.monotonic() < deadline:
+            if not any(self.fleet.jobs_held().values()):
+                return
+            time.sleep(POLL_S)
+
+    @staticmethod
+    def _stop(workers) -> None:
+        for worker in workers:
+            worker.stopping.set()
+        for worker in workers:
+            worker.join()
+
+    @staticmethod
+    def _check_errors(threads) -> None:
+        for thread in threads:
+            if thread.error is not None:
+                raise RuntimeError(f"{thread.name} failed: {thread.error!r}") from thread.error
+
+    # ---------------------------------------------------------- the report
+
+    def _report(self, injector: FaultInjector) -> Report:
+        verdict = self.ledger.verdict()
+        lost = [self._lost_job(record) for record in verdict.lost]
+        held = self.fleet.jobs_held()
+        crashes = self._stop_nodes()
+        faults = {kind: injector.count(kind) for kind in ("kill", "pause", "rewrite", "resume",
+                                                          "crash", "start-failed")}
+        faults["restarts"] = self.fleet.restarts()
+        self._write_timeline(injector)
+        counts = verdict_counts(verdict, self.ledger.add_errors)
+        counts["unacked_at_end"] = self.ledger.unacked()
+        counts["after_ack_within_grace"] = sum(
+            1 for record, delivery in verdict.after_ack
+            if delivery.asked_at - record.acked_at <= AFTER_ACK_GRACE_S)
+        counts["after_ack_node_down_at_ack"] = sum(
+            1 for record, _ in verdict.after_ack if injector.down_at(record.acked_at))
+        return Report(self.options.seed, self.options.settings(), str(self.base_dir),
+                      dict(self.elapsed), counts,
+                      faults, lost, [self._after_ack_line(r, d) for r, d in verdict.after_ack],
+                      verdict.wrong, crashes, self.problems, held)
+
+    def _lost_job(self, record) -> LostJob:
+        excused = ""
+        killed = self.injector.kills_after(record.added_at)
+        if not self.options.appendonly and len(killed) >= self.options.replicate:
+            excused = f"no AOF, {len(killed)} node(s) killed after it was added"
+        faults = self._faults_text(record.added_at - FAULT_CONTEXT_S, time.monotonic())
+        return LostJob(record.job_id, record.body, record.queue,
+                       record.added_at - self.started, excused,
+                       f"added on node{record.node}; nodes say: "
+                       f"{self.fleet.describe_job(record.job_id)}; faults: {faults}")
+
+    def _after_ack_line(self, record, delivery) -> str:
+        """The facts needed to explain it: who added, delivered, acked, and which
+        faults hit those nodes between the add and the late delivery."""
+        t = self._at
+        first = record.deliveries[0]
+        involved = {record.node, first.node, record.acked_on, delivery.node}
+        faults = self._faults_text(record.sent_at, delivery.asked_at, involved)
+        others = set(range(self.options.nodes)) - involved
+        elsewhere = self._faults_text(record.acked_at, delivery.asked_at, others)
+        down = ", ".join(f"node{n} ({why})" for n, why in
+                         sorted(self.injector.down_at(record.acked_at).items())) or "none"
+        return (f"{delivery.job_id} added on node{record.node} {t(record.added_at)}, first "
+                f"delivered by node{first.node} {t(first.asked_at)}, ACKJOB answered by "
+                f"node{record.acked_on} {t(record.acked_at)}, delivered again by "
+                f"node{delivery.node} {t(delivery.asked_at)} "
+                f"(+{delivery.asked_at - record.acked_at:.1f}s); down at the ack: {down}; "
+                f"faults on these nodes: {faults}; on others since the ack: {elsewhere}")
+
+    def _at(self, moment: float) -> str:
+        return f"@{moment - self.started:.1f}s"
+
+    def _faults_text(self, start: float, end: float, nodes: set[int] | None = None) -> str:
+        events = [e for e in self.injector.events_between(start, end)
+                  if nodes is None or e.node in nodes]
+        text = ", ".join(f"{e.kind} node{e.node} {self._at(e.at)}"
+                         for e in events[:FAULT_CONTEXT_EVENTS])
+        more = len(events) - FAULT_CONTEXT_EVENTS
+        return (text or "none") + (f" and {more} more" if more > 0 else "")
+
+    def _write_timeline(self, injector: FaultInjector) -> None:
+        lines = [f"{self._at(e.at)} {e.kind} node{e.node}" for e in injector.events]
+        (self.base_dir / "faults.txt").write_text("\n".join(lines) + "\n")
+
+    def _stop_nodes(self) -> list[Crash]:
+        crashes = []
+        for name, status in self.fleet.stop().items():
+            if status not in (0, None):
+                crashes.append(Crash(name, "exit", f"SIGTERM ended it with status {status}"))
+        return crashes + self.fleet.crashes()
+
+    def cleanup(self, keep: bool) -> None:
+        # The injector may be restarting a node: it must be gone before the nodes are killed.
+        for thread in self.threads:
+            thread.stopping.set()
+        for thread in self.threads:
+            thread.join(THREAD_JOIN_TIMEOUT_S)
+        self.fleet.force_kill()
+        if not keep:
+            shutil.rmtree(self.base_dir, ignore_errors=True)
+
+
+def run(options: ChaosOptions, echo: Callable[[str], None] = print) -> Report:
+    """Run the checker; the nodes are gone when this returns or raises."""
+    in_main = threading.current_thread() is threading.main_thread()
+    # Installed even where a shell left SIGINT ignored (a background job):
+    # any of these must stop the nodes, not orphan them.
+    previous = {signum: signal.signal(signum, _interrupt)
+                for signum in STOP_SIGNALS} if in_main else {}
+    chaos = Run(options, echo)
+    report = None
+    try:
+        report = chaos.execute()
+        return report
+    finally:
+        keep = options.keep or report is None or not report.passed
+        chaos.cleanup(keep)
+        if keep:
+            echo(f"chaos: nodes' directories and logs kept in {chaos.base_dir}")
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+def _interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")

@@ -1,0 +1,415 @@
+"""The workload: one random small scenario per seed, played on a SimNet.
+
+A seed picks a cluster (3 to 5 nodes, each with or without an AOF), a
+network (latency, reordering jitter, drop and duplication rates) and how
+often each fault strikes. Then, for a fault phase of one to four
+simulated seconds, clients act at random moments against random nodes: producers ADDJOB (REPLICATE 1..N, RETRY 0 at most once, some ASYNC,
+some DELAY, short timeouts); consumers GETJOB (blocking or not) and, after
+a think time, ACKJOB, FASTACK, NACK, WORKING then ACKJOB, or forget the
+job (as a consumer that died); some ACKJOB IDs nobody ever made (dummy
+acks). Nodes crash and come back, partitions form and heal, links fail
+one way for a while (frames lost, nodes' views unchanged: what a
+half-broken connection does before failure detection notices), and nodes
+leave the cluster for a while (CLUSTER LEAVING: ADDJOB there keeps no
+copy, GETJOB there is refused).
+
+Then the faults stop: partitions heal, every node comes back, no more drops
+or duplicates (reordering stays), and consumers on every node take and
+acknowledge whatever is queued until nothing is left anywhere, or until
+DRAIN_LIMIT_MS of simulated time (long enough for Disque's GC backoff, 3
+minutes at most between tries, and the TTL of stranded at-most-once jobs).
+
+Everything random comes from the seed (the network has its own generator
+seeded from it), so a seed replays exactly. Time only jumps from event to
+event: no sleeps, no sockets.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import random
+from typing import NamedTuple
+
+from disque_py.core.job import WAIT_REPL
+from disque_py.errors import DisqueError
+from tests.sim.checker import WAITING, Checker
+from tests.unit.simnet import SimNet
+
+TTL_S = 3600                      # at-least-once jobs outlive the run
+AT_MOST_ONCE_TTL_S = 300          # may be stranded (delivered, unacked): they expire
+DRAIN_LIMIT_MS = 20 * 60_000
+DRAIN_STEP_MS = 60_000            # consumers poll after every event: timers drive time
+FAULT = "fault"                   # trace lines about the network and the nodes
+FAULT_MAX_MS = 3000               # the longest a partition, cut link or leave lasts
+ACTION_GAPS_MS = (0, 0, 1, 2, 5, 10, 20, 50, 100)
+BOOKS_EVERY = 10                  # actions between two checks of every node's books
+THINK_MS = (0, 0, 1, 5, 50, 300, 1500)
+
+
+class Scenario(NamedTuple):
+    size: int
+    aof: tuple                    # nodes that keep an AOF
+    latency_ms: int
+    jitter_ms: int
+    drop: float
+    dup: float
+    dup_delay_ms: int
+    fault_ms: int
+    crash_rate: float             # per client action
+    partition_rate: float
+    cut_rate: float               # one-way link failures
+    leave_rate: float             # CLUSTER LEAVING yes, then no
+    queues: tuple
+
+    def describe(self) -> str:
+        return (f"{self.size} nodes (AOF on {list(self.aof)}), latency {self.latency_ms}+"
+                f"{self.jitter_ms} ms, drop {self.drop}, dup {self.dup} (+{self.dup_delay_ms}"
+                f" ms), faults for {self.fault_ms} ms, crash {self.crash_rate}, partition "
+                f"{self.partition_rate}, cut {self.cut_rate}, leave {self.leave_rate}, queues "
+                f"{[q.decode() for q in self.queues]}")
+
+
+def make_scenario(rng: random.Random) -> Scenario:
+    size = rng.randint(3, 5)
+    return Scenario(
+        size=size,
+        aof=tuple(i for i in range(size) if rng.random() < 0.5),
+        latency_ms=rng.choice((1, 1, 2, 5)),
+        jitter_ms=rng.choice((0, 0, 2, 10, 30, 100)),
+        drop=rng.choice((0.0, 0.0, 0.01, 0.05, 0.2)),
+        dup=rng.choice((0.0, 0.0, 0.02, 0.1)),
+        dup_delay_ms=rng.choice((1, 5, 50, 500)),
+        fault_ms=rng.randint(1000, 4000),
+        crash_rate=rng.choice((0.0, 0.02, 0.05)),
+        partition_rate=rng.choice((0.0, 0.02, 0.05)),
+        cut_rate=rng.choice((0.0, 0.0, 0.03)),
+        leave_rate=rng.choice((0.0, 0.0, 0.01)),
+        queues=(b"q1", b"q2")[:rng.randint(1, 2)],
+    )
+
+
+class Client:
+    """A producer (waiting for one job's ID) or a consumer, as the core's
+    opaque `client`."""
+
+    __slots__ = ("producer", "number", "job_id")
+
+    def __init__(self, producer: bool, number: int) -> None:
+        self.producer = producer
+        self.number = number
+        self.job_id = b""
+
+    def __repr__(self) -> str:
+        return ("p%d" if self.producer else "c%d") % self.number
+
+
+class Workload:
+    def __init__(self, seed: int) -> None:
+        self.seed = seed
+        self.rng = rng = random.Random(seed)
+        self.scenario = sc = make_scenario(rng)
+        self.net = net = SimNet(sc.size, seed=seed, track_copies=True)
+        for i in sc.aof:
+            net.with_aof(i)
+        net.latency_ms, net.jitter_ms = sc.latency_ms, sc.jitter_ms
+        net.drop, net.dup, net.dup_delay_ms = sc.drop, sc.dup, sc.dup_delay_ms
+        self.trace: list[tuple] = []          # (time, what it is about, text)
+        self.checker = Checker(net, self.log)
+        self.agenda: list = []                # heap of (time, seq, method, args)
+        self._seq = itertools.count()
+        self._clients = itertools.count()
+        self._unblocks_seen = 0
+        self._actions = 0
+        self.draining = False
+        self.cut: set = set()                 # (src, dst) links losing every frame
+        net.drop_rule = lambda m: (m.src, m.dst) in self.cut
+        self.fault_end = net.start_ms + sc.fault_ms
+
+    # ------------------------------------------------------------ the run
+
+    def run(self) -> list[str]:
+        net = self.net
+        self.log("scenario: " + self.scenario.describe())
+        self.later(0, self.random_action)
+        self.run_until(self.fault_end)
+        self.stop_faults()
+        if not self.run_until(net.clock.now_ms() + DRAIN_LIMIT_MS, self.quiet):
+            self.checker.violations.append(
+                f"(4) not quiet {DRAIN_LIMIT_MS // 1000} s after the faults stopped: "
+                f"{net.frames_in_flight} frames in flight, jobs held "
+                f"{[len(node.jobs) for node in net.nodes]}")
+        return self.checker.finish()
+
+    def run_until(self, limit: int, done=None) -> bool:
+        """Play the network and the clients up to `limit` (or until done())."""
+        net = self.net
+        while True:
+            net.settle()
+            if self.client_step():
+                continue                  # what the clients did may be due at once
+            if done is not None and done():
+                return True
+            if net.clock.now_ms() >= limit:
+                return False
+            net.advance(min(limit, self.agenda[0][0]) if self.agenda else limit)
+
+    def client_step(self) -> bool:
+        """Clients react to answers and do what is due. True if any acted."""
+        net = self.net
+        acted = False
+        unblocks = net.unblocks
+        while self._unblocks_seen < len(unblocks):
+            _, i, client, outcome = unblocks[self._unblocks_seen]
+            self._unblocks_seen += 1
+            if not client.producer and type(outcome) is list:
+                for job in outcome:       # the checker saw the delivery as it happened
+                    self.consume(client, i, job.id)
+                acted = True
+        now = net.clock.now_ms()
+        agenda = self.agenda
+        while agenda and agenda[0][0] <= now:
+            _, _, method, args = heapq.heappop(agenda)
+            method(*args)
+            acted = True
+        if self.draining:
+            acted |= self.poll_everywhere()
+        return acted
+
+    def stop_faults(self) -> None:
+        net = self.net
+        self.log("faults stop: heal, restart every node, no drops or duplicates", FAULT)
+        net.drop = net.dup = 0.0
+        self.cut.clear()
+        net.heal()
+        for i in range(len(net.nodes)):
+            self.come_back(i)
+        for i in range(len(net.nodes)):
+            if not net.up[i]:
+                self.restart(i)
+        self.draining = True
+        net.max_step_ms = DRAIN_STEP_MS
+
+    def quiet(self) -> bool:
+        net = self.net
+        return net.quiet() and not self.agenda \
+            and not any(len(node.jobs) or node.blocked_clients for node in net.nodes) \
+            and not any(facts.outcome == WAITING for facts in self.checker.jobs.values())
+
+    # ------------------------------------------------------------ helpers
+
+    def later(self, delay_ms: int, method, *args) -> None:
+        heapq.heappush(self.agenda, (self.net.clock.now_ms() + delay_ms, next(self._seq),
+                                     method, args))
+
+    def log(self, text: str, about=None) -> None:
+        """A trace line; `about`: a job ID, a tuple of them, or FAULT."""
+        self.trace.append((self.net.clock.now_ms() - self.net.start_ms, about, text))
+
+    def name(self, job_id: bytes) -> str:
+        facts = self.checker.jobs.get(job_id)
+        return facts.name if facts is not None else job_id.decode()
+
+    def names(self, job_ids) -> list[str]:
+        """Sorted: a job table's order depends on PYTHONHASHSEED."""
+        return sorted((self.name(job_id) for job_id in job_ids), key=lambda n: (len(n), n))
+
+    def live_node(self, prefer: int | None = None) -> int | None:
+        net = self.net
+        if prefer is not None and net.up[prefer] and self.rng.random() < 0.5:
+            return prefer
+        live = net.live()
+        return self.rng.choice(live) if live else None
+
+    # ------------------------------------------------------------ random actions
+
+    def random_action(self) -> None:
+        net, rng, sc = self.net, self.rng, self.scenario
+        if net.clock.now_ms() >= self.fault_end:
+            return
+        roll = rng.random()
+        if roll < 0.45:
+            self.add_job()
+        elif roll < 0.8:
+            self.get_job()
+        elif roll < 0.8 + sc.crash_rate:
+            self.crash()
+        elif roll < 0.8 + sc.crash_rate + sc.partition_rate:
+            self.partition()
+        elif roll < 0.8 + sc.crash_rate + sc.partition_rate + sc.cut_rate:
+            self.cut_link()
+        elif roll < 0.8 + sc.crash_rate + sc.partition_rate + sc.cut_rate + sc.leave_rate:
+            self.leave()
+        elif roll < 0.83 + sc.crash_rate + sc.partition_rate + sc.cut_rate + sc.leave_rate:
+            self.dummy_ack()
+        self._actions += 1
+        if self._actions % BOOKS_EVERY == 0:
+            self.checker.check_books()
+        self.later(rng.choice(ACTION_GAPS_MS), self.random_action)
+
+    def add_job(self) -> None:
+        net, rng = self.net, self.rng
+        i = self.live_node()
+        if i is None:
+            return
+        at_most_once = rng.random() < 0.15
+        if at_most_once:
+            repl, retry, ttl = 1, 0, AT_MOST_ONCE_TTL_S
+        else:
+            repl, retry, ttl = rng.randint(1, len(net.nodes)), rng.choice((1, 1, 2, 3, 5)), TTL_S
+        delay = rng.choice((0, 0, 0, 0, 1, 2))
+        async_ = not at_most_once and rng.random() < 0.2
+        timeout = rng.choice((0, 100, 1000, 5000))
+        client = Client(True, next(self._clients))
+        queue = rng.choice(self.scenario.queues)
+        options = f"REPLICATE {repl} RETRY {retry} DELAY {delay} TIMEOUT {timeout}" \
+                  + (" ASYNC" if async_ else "")
+        try:
+            job = net.add_job(i, queue, b"%d" % client.number, repl=repl, delay=delay,
+                              retry=retry, ttl=ttl, async_=async_, client=client,
+                              timeout_ms=timeout)
+        except DisqueError as error:
+            self.log(f"n{i} ADDJOB {options} -> {error}")
+            return
+        client.job_id = job.id
+        parked = job.state == WAIT_REPL
+        facts = self.checker.added(job.id, i, repl, retry, async_, parked,
+                                   external=net.leaving[i])
+        self.log(f"n{i} ADDJOB {queue.decode()} {options} -> {facts.name} "
+                 f"{'waits for copies' if parked else 'answered'}", job.id)
+
+    def get_job(self) -> None:
+        net, rng = self.net, self.rng
+        i = self.live_node()
+        if i is None:
+            return
+        queues = rng.sample(self.scenario.queues, rng.randint(1, len(self.scenario.queues)))
+        client = Client(False, next(self._clients))
+        blocking = rng.random() < 0.5 and not net.leaving[i]    # else -LEAVING
+        jobs = net.get_jobs(i, *queues, count=rng.randint(1, 3),
+                            client=client if blocking else None,
+                            timeout_ms=rng.randint(100, 2000))
+        self.log(f"n{i} GETJOB {'' if blocking else 'NOHANG '}-> {client} got "
+                 f"{[self.name(job.id) for job in jobs]}", tuple(job.id for job in jobs))
+        for job in jobs:
+            self.checker.delivered(job.id, i)
+            self.consume(client, i, job.id)
+
+    def crash(self) -> None:
+        net = self.net
+        up = net.live()
+        if not up:
+            return
+        i = self.rng.choice(up)
+        lost = self.checker.crashing(i)
+        net.crash(i)
+        self.log(f"n{i} CRASH{' (AOF kept)' if net.aof[i] is not None else ''}, lost "
+                 f"{self.names(lost)}", FAULT)
+        self.checker.crashed(lost)
+        self.later(self.rng.randint(10, 2000), self.restart, i)
+
+    def restart(self, i: int) -> None:
+        net = self.net
+        if net.up[i]:
+            return
+        node = net.restart(i)
+        self.log(f"n{i} RESTART with {self.names(job.id for job in node.jobs.values())}",
+                 FAULT)
+
+    def partition(self) -> None:
+        net, rng = self.net, self.rng
+        if any(net.group):
+            return
+        nodes = list(range(len(net.nodes)))
+        rng.shuffle(nodes)
+        cuts = sorted(rng.sample(range(1, len(nodes)), rng.choice((1, 1, 2))))
+        groups = [nodes[a:b] for a, b in zip([0] + cuts, cuts + [len(nodes)])]
+        net.partition(*map(set, groups))
+        self.log("PARTITION " + " | ".join(str(sorted(group)) for group in groups), FAULT)
+        self.later(rng.randint(50, FAULT_MAX_MS), self.heal)
+
+    def heal(self) -> None:
+        if any(self.net.group):
+            self.net.heal()
+            self.log("HEAL", FAULT)
+
+    def cut_link(self) -> None:
+        src, dst = self.rng.sample(range(len(self.net.nodes)), 2)
+        if (src, dst) not in self.cut:
+            self.cut.add((src, dst))
+            self.log(f"CUT n{src} -> n{dst}", FAULT)
+            self.later(self.rng.randint(50, FAULT_MAX_MS), self.mend_link, src, dst)
+
+    def mend_link(self, src: int, dst: int) -> None:
+        if (src, dst) in self.cut:
+            self.cut.discard((src, dst))
+            self.log(f"MEND n{src} -> n{dst}", FAULT)
+
+    def leave(self) -> None:
+        i = self.rng.randrange(len(self.net.nodes))
+        if not self.net.leaving[i]:
+            self.net.set_leaving(i, True)
+            self.log(f"n{i} LEAVING", FAULT)
+            self.later(self.rng.randint(50, 2000), self.come_back, i)
+
+    def come_back(self, i: int) -> None:
+        if self.net.leaving[i]:
+            self.net.set_leaving(i, False)
+            self.log(f"n{i} no longer LEAVING", FAULT)
+
+    def dummy_ack(self) -> None:
+        i = self.live_node()
+        if i is not None:
+            job_id = b"D-deadbeef-%024d-003d" % self.rng.randrange(10 ** 24)
+            self.net.call(i, "ack_jobs", [job_id])
+            self.log(f"n{i} ACKJOB of an ID nobody made")
+
+    # ------------------------------------------------------------ consumers
+
+    def consume(self, client: Client, node: int, job_id: bytes) -> None:
+        """A consumer got a job: decide what it will do with it, and when."""
+        if self.draining:
+            self.later(0, self.follow_up, "ACKJOB", job_id, node)
+            return
+        rng = self.rng
+        roll = rng.random()
+        action = "ACKJOB" if roll < 0.55 else "FASTACK" if roll < 0.65 else \
+            "NACK" if roll < 0.75 else "WORKING" if roll < 0.85 else None
+        if action is None:
+            self.log(f"{client} forgets {self.name(job_id)}", job_id)
+            return
+        self.later(rng.choice(THINK_MS), self.follow_up, action, job_id, node)
+
+    def follow_up(self, action: str, job_id: bytes, origin: int) -> None:
+        net = self.net
+        i = self.live_node(origin)
+        if i is None:
+            self.later(100, self.follow_up, action, job_id, origin)
+            return
+        if action == "ACKJOB":
+            result = net.call(i, "ack_jobs", [job_id])
+            self.checker.acked(job_id)
+        elif action == "FASTACK":
+            result = net.call(i, "fast_ack", [job_id])
+            self.checker.acked(job_id)
+        elif action == "NACK":
+            result = net.call(i, "enqueue_jobs", [job_id], True)
+        else:
+            try:
+                result = net.call(i, "working", job_id)
+            except DisqueError as error:
+                result = error
+            self.later(self.rng.choice(THINK_MS) * 2, self.follow_up, "ACKJOB", job_id, origin)
+        self.log(f"n{i} {action} {self.name(job_id)} -> {result}", job_id)
+
+    def poll_everywhere(self) -> bool:
+        """Quiescence: a consumer on every node takes whatever is queued."""
+        net = self.net
+        got = False
+        for i in net.live():
+            for job in net.call(i, "get_jobs", list(self.scenario.queues), 100):
+                self.log(f"n{i} GETJOB (drain) -> {self.name(job.id)}", job.id)
+                self.checker.delivered(job.id, i)
+                self.consume(None, i, job.id)
+                got = True
+        return got

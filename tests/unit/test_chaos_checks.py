@@ -1,0 +1,125 @@
+"""The chaos checker's judgement, without processes: the ledger's verdict
+(lost, duplicates, deliveries after an ack, wrong deliveries), the
+traceback scan of node logs, the fault record, and the report's pass/fail."""
+
+from __future__ import annotations
+
+import json
+import random
+
+from disque_py.chaos.faults import Event, FaultInjector, FaultPlan
+from disque_py.chaos.ledger import Delivery, Ledger, job_body
+from disque_py.chaos.nodes import tracebacks_in
+from disque_py.chaos.report import LostJob, Report, verdict_counts
+
+
+def added(ledger: Ledger, body: str, job_id: str, at: float = 1.0, queue: str = "q") -> None:
+    ledger.sending(body, queue, 0, at)
+    ledger.added(body, job_id, at + 0.1)
+
+
+def deliver(ledger: Ledger, body: str, job_id: str, at: float, node: int = 1,
+            queue: str = "q") -> None:
+    ledger.delivered(body, Delivery(at, node, job_id, queue))
+
+
+def test_bodies_are_unique_and_padded():
+    bodies = {job_body(1, producer, n, 64) for producer in range(3) for n in range(100)}
+    assert len(bodies) == 300 and all(len(body) == 64 for body in bodies)
+
+
+def test_an_acknowledged_add_never_delivered_is_lost():
+    ledger = Ledger()
+    added(ledger, "a", "D-a")
+    added(ledger, "b", "D-b")
+    deliver(ledger, "b", "D-b", 2.0)
+    ledger.sending("c", "q", 0, 1.0)
+    ledger.add_failed("c", "NOREPL", "NOREPL Timeout")
+    verdict = ledger.verdict()
+    assert [record.body for record in verdict.lost] == ["a"]
+    assert verdict.failed
+    assert verdict.counts["adds_failed"] == 1 and ledger.undelivered() == 1
+
+
+def test_nacked_redeliveries_are_not_duplicates_but_others_are():
+    ledger = Ledger()
+    added(ledger, "a", "D-a")
+    deliver(ledger, "a", "D-a", 2.0)
+    ledger.nacked("a")
+    deliver(ledger, "a", "D-a", 3.0)
+    added(ledger, "b", "D-b")
+    deliver(ledger, "b", "D-b", 2.0)
+    deliver(ledger, "b", "D-b", 9.0)
+    deliver(ledger, "b", "D-b", 19.0)
+    counts = ledger.verdict().counts
+    assert counts["delivered_more_than_once"] == 2
+    assert counts["duplicated_jobs"] == 1 and counts["duplicate_deliveries"] == 2
+
+
+def test_a_delivery_asked_for_after_the_ack_is_reported_not_failed():
+    ledger = Ledger()
+    added(ledger, "a", "D-a")
+    deliver(ledger, "a", "D-a", 2.0)
+    ledger.acked("a", 1, 3.0)
+    deliver(ledger, "a", "D-a", 2.5)     # GETJOB sent before the ack returned: fine
+    deliver(ledger, "a", "D-a", 8.0, node=2)
+    verdict = ledger.verdict()
+    assert [(record.body, delivery.node) for record, delivery in verdict.after_ack] \
+        == [("a", 2)]
+    assert not verdict.failed
+
+
+def test_wrong_id_queue_or_unknown_body_fails():
+    ledger = Ledger()
+    added(ledger, "a", "D-a")
+    deliver(ledger, "a", "D-other", 2.0)
+    deliver(ledger, "a", "D-a", 2.0, queue="elsewhere")
+    deliver(ledger, "nobody-sent-this", "D-x", 2.0)
+    verdict = ledger.verdict()
+    assert len(verdict.wrong) == 3 and verdict.failed
+
+
+def test_tracebacks_in_a_log_are_found_with_their_error_line(tmp_path):
+    log = tmp_path / "server.log"
+    log.write_text("1:P 21 Nov 10:00:00.000 * Server started\n"
+                   "1:P 21 Nov 10:00:01.000 # Unexpected error: Exception in callback\n"
+                   "Traceback (most recent call last):\n"
+                   '  File "x.py", line 1, in f\n'
+                   "    boom()\n"
+                   "KeyError: b'D-1'\n"
+                   "1:P 21 Nov 10:00:02.000 * still running\n")
+    [crash] = tracebacks_in("node3", log)
+    assert crash.node == "node3" and crash.where == "server.log:3"
+    assert crash.summary == "KeyError: b'D-1'"
+    assert tracebacks_in("node3", tmp_path / "missing.log") == []
+
+
+def test_the_report_fails_on_lost_jobs_but_not_on_excused_or_after_ack_ones():
+    ledger = Ledger()
+    added(ledger, "a", "D-a")
+    deliver(ledger, "a", "D-a", 2.0)
+    verdict = ledger.verdict()
+
+    def report(lost, after_ack=()):
+        return Report(1, {}, "/tmp/x", {"faults": 1.0}, verdict_counts(verdict, {}),
+                      {"kill": 1}, lost, list(after_ack), [], [])
+
+    excused = LostJob("D-b", "b", "q", 1.0, "no AOF, 2 nodes killed", "")
+    unexcused = LostJob("D-c", "c", "q", 1.0, "", "node0: -")
+    assert report([excused], ["D-a by node1"]).exit_status == 0
+    failing = report([excused, unexcused])
+    assert failing.exit_status == 1
+    assert json.loads(failing.to_json())["lost_count"] == 1
+    assert any(line.startswith("LOST acknowledged jobs: 1") for line in failing.lines())
+
+
+def test_the_fault_record_says_which_nodes_were_down_at_a_moment():
+    injector = FaultInjector([], FaultPlan(2, 1.0, (1, 2), (1, 2), False), random.Random(1))
+    for at, kind, node in [(1, "kill", 0), (2, "pause", 1), (3, "resume", 1),
+                           (4, "restart", 0), (5, "kill", 1)]:
+        injector.events.append(Event(at, kind, node))
+    assert injector.down_at(0.5) == {}
+    assert injector.down_at(2.5) == {0: "kill", 1: "pause"}
+    assert injector.down_at(3.5) == {0: "kill"}
+    assert injector.down_at(9) == {1: "kill"}
+    assert injector.kills_after(1.5) == {1}
