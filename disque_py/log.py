@@ -4,7 +4,9 @@ A line looks like Disque's:  "4242:P 21 Nov 13:54:48.541 * Server started"
 (pid, role char, local time with milliseconds, level mark, message). Level
 marks: '.' debug, '-' verbose, '*' notice, '#' warning. `loglevel` filters.
 The log file is reopened when it is moved (WatchedFileHandler), so logrotate
-works as it does with Disque, which reopens the file for every line.
+works as it does with Disque, which reopens the file for every line. A line
+that cannot be written (the file's directory removed, the disk full) is
+dropped, as Disque drops it: logging must never stop a command or a shutdown.
 """
 
 from __future__ import annotations
@@ -39,6 +41,18 @@ class DisqueFormatter(logging.Formatter):
         return f"{os.getpid()}:P {stamp}.{millis:03d} {mark} {record.getMessage()}"
 
 
+class LogFileHandler(logging.handlers.WatchedFileHandler):
+    """WatchedFileHandler that drops a line it cannot write. Its reopen
+    happens outside logging's own error handling, so a removed directory
+    would raise out of log.warning() into whatever was logging."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            super().emit(record)
+        except OSError:
+            self.stream = None      # try to reopen on the next line
+
+
 def configure(logfile: str, loglevel: str, syslog_enabled: bool = False,
               syslog_ident: str = "disque", syslog_facility: str = "local0") -> None:
     """(Re)configure the 'disque' logger from config values."""
@@ -46,7 +60,7 @@ def configure(logfile: str, loglevel: str, syslog_enabled: bool = False,
         log.removeHandler(handler)
         handler.close()
     if logfile:
-        handler: logging.Handler = logging.handlers.WatchedFileHandler(logfile)
+        handler: logging.Handler = LogFileHandler(logfile)
     else:
         handler = logging.StreamHandler(sys.stdout)
     handler.setFormatter(DisqueFormatter())

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -663,6 +664,19 @@ def test_sigterm_exits_0_and_logs_the_shutdown(make_server):
     log = proc.log_text()
     assert "shutdown" in log.lower()
     assert "bye bye" in log
+
+
+def test_sigterm_exits_0_when_the_log_directory_is_gone(make_server, tmp_path):
+    # Disque drops a log line it cannot write; the shutdown must not fail on it.
+    log_dir = tmp_path / "logs"
+    log_dir.mkdir()
+    proc = make_server("sigterm-no-log", args=["--logfile", str(log_dir / "disque.log")])
+    proc.start()
+    shutil.rmtree(log_dir)
+    assert proc.raw().call("PING") == b"+PONG\r\n"
+    proc.proc.send_signal(signal.SIGTERM)
+    assert proc.proc.wait(10) == 0
+    assert "Traceback" not in proc.stderr_text()
 
 
 # ------------------------------------------------------------------ DEBUG
