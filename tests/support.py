@@ -270,3 +270,64 @@ def encode_command(*args) -> bytes:
             arg = b"%d" % arg
         parts.append(b"$%d\r\n%b\r\n" % (len(arg), arg))
     return b"".join(parts)
+
+
+# ------------------------------------------------------------ typed replies
+
+class Status(bytes):
+    """A +status reply (as opposed to a $bulk string)."""
+
+
+class Error(bytes):
+    """A -error reply."""
+
+
+class NullArray:
+    """The *-1 reply."""
+
+    def __repr__(self) -> str:
+        return "NullArray"
+
+
+NULL_ARRAY = NullArray()
+
+
+def parse(data: bytes):
+    """One RESP2 reply, typed: Status, Error, int, bytes, None ($-1),
+    NULL_ARRAY (*-1) or list. The whole input must be one reply."""
+    value, end = _parse(data, 0)
+    assert end == len(data), f"trailing bytes after reply: {data[end:]!r}"
+    return value
+
+
+def _parse(data: bytes, pos: int):
+    newline = data.index(b"\r\n", pos)
+    kind, header, end = data[pos:pos + 1], data[pos + 1:newline], newline + 2
+    if kind == b"+":
+        return Status(header), end
+    if kind == b"-":
+        return Error(header), end
+    if kind == b":":
+        return int(header), end
+    if kind == b"$":
+        size = int(header)
+        if size < 0:
+            return None, end
+        assert data[end + size:end + size + 2] == b"\r\n"
+        return data[end:end + size], end + size + 2
+    if kind == b"*":
+        count = int(header)
+        if count < 0:
+            return NULL_ARRAY, end
+        items = []
+        for _ in range(count):
+            item, end = _parse(data, end)
+            items.append(item)
+        return items, end
+    raise AssertionError(f"not RESP2: {data[pos:pos + 20]!r}")
+
+
+def bulk(value) -> bytes:
+    if isinstance(value, str):
+        value = value.encode()
+    return b"$%d\r\n%b\r\n" % (len(value), value)

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from disque_py.cluster import messages as msg
 from disque_py.core.job import (ACKED, ACTIVE, FLAG_BCAST_QUEUED, RETRY, Job,
-                                deserialize_job, serialize_job)
+                                deserialize_jobs, serialize_job)
 from disque_py.core.queue import PAUSED_OUT, Queue
 
 NEEDJOBS_MIN_REQUEST = 5
@@ -169,11 +169,7 @@ class FederationMixin:
 
     def on_yourjobs(self, sender: bytes, mflags: int, jobs: list[bytes]) -> None:
         now = self.clock.now_ms()
-        for data in jobs:
-            try:
-                record = deserialize_job(data, now // 1000)
-            except ValueError:
-                return
+        for record in deserialize_jobs(jobs, now // 1000):
             job = self.jobs.get(record.id)
             if job is None:
                 job = self._adopt(record, now, ACTIVE)

@@ -286,6 +286,16 @@ def deserialize_job(data: bytes, now_s: int | None = None) -> JobRecord:
                      deliveries, queue, body, delivered)
 
 
+def deserialize_jobs(blobs, now_s: int):
+    """The jobs of a message (REPLJOB, YOURJOBS), parsed in order; stops at
+    the first malformed one, whose frame is not trusted any further."""
+    for data in blobs:
+        try:
+            yield deserialize_job(data, now_s)
+        except ValueError:
+            return
+
+
 def compare_node_ids_by_job(node_a: bytes, node_b: bytes, job_id: bytes) -> int:
     """Which of two nodes wins a re-queue race for this job (>0: node_a).
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from disque_py.cluster import messages as msg
 from disque_py.core.job import (ACTIVE, FLAG_BCAST_QUEUED, FLAG_BCAST_WILLQUEUE, QUEUED,
-                                TIME_ERROR_MS, WAIT_REPL, Job, deserialize_job,
+                                TIME_ERROR_MS, WAIT_REPL, Job, deserialize_jobs,
                                 intern_spec, serialize_job)
 from disque_py.core.queue import PAUSED_IN
 from disque_py.core.waiters import JOB_REPLICATION, Waiter
@@ -144,11 +144,7 @@ class ReplicationMixin:
         jobs it has (a job that moved tells its holders this way)."""
         take_new = not (self.leaving or self.used_memory > self.memory_warn_at)
         now = self.clock.now_ms()
-        for data in jobs:
-            try:
-                record = deserialize_job(data, now // 1000)
-            except ValueError:
-                return
+        for record in deserialize_jobs(jobs, now // 1000):
             job = self.jobs.get(record.id)
             if job is not None:
                 self._learn_holders(job, record.delivered)

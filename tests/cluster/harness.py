@@ -213,3 +213,54 @@ class Cluster:
         for proc in self.procs:
             if proc.alive():
                 proc.kill()
+
+
+# ------------------------------------------------------------------ jobs and INFO
+
+def show(proc: ServerProcess, job_id) -> dict | None:
+    """SHOW as a dict (field name str -> value), None for an unknown job."""
+    reply = call(proc, "SHOW", job_id)
+    if reply is None:
+        return None
+    return {key.decode(): value for key, value in zip(reply[::2], reply[1::2])}
+
+
+def states(cluster, job_id, indexes=None) -> dict[int, str]:
+    """{node index: job state} for the nodes (default: all) that know the job."""
+    found = {}
+    for index in (range(len(cluster)) if indexes is None else indexes):
+        fields = show(cluster[index], job_id)
+        if fields is not None:
+            found[index] = fields["state"].decode()
+    return found
+
+
+def queued_on(cluster, job_id, indexes=None) -> list[int]:
+    return [i for i, state in states(cluster, job_id, indexes).items() if state == "queued"]
+
+
+def qlen(proc: ServerProcess, queue) -> int:
+    return call(proc, "QLEN", queue)
+
+
+def info(proc: ServerProcess, section: str = "all") -> dict[str, str]:
+    """INFO as a dict of field -> value (strings)."""
+    fields = {}
+    for line in call(proc, "INFO", section).decode().split("\r\n"):
+        key, sep, value = line.partition(":")
+        if sep:
+            fields[key] = value
+    return fields
+
+
+def registered_jobs(proc: ServerProcess) -> int:
+    return int(info(proc, "jobs")["registered_jobs"])
+
+
+def raw_reply(proc: ServerProcess, *args) -> bytes:
+    """The exact bytes of one reply, on a short-lived connection."""
+    client = proc.raw()
+    try:
+        return client.call(*args)
+    finally:
+        client.close()

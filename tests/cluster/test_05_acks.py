@@ -24,7 +24,8 @@ import uuid
 
 import pytest
 
-from tests.cluster.harness import MARGIN_S, call, fail_deadline_s, poll
+from tests.cluster.harness import (MARGIN_S, call, fail_deadline_s, poll, qlen, queued_on, show,
+                                   states)
 
 RETRY_S = 1
 REQUEUE_DEADLINE_S = RETRY_S + 1 + 2 * MARGIN_S
@@ -34,31 +35,6 @@ GC_DEADLINE_S = 15 + MARGIN_S
 
 
 # ------------------------------------------------------------------ helpers
-
-def show(proc, job_id) -> dict | None:
-    reply = call(proc, "SHOW", job_id)
-    if reply is None:
-        return None
-    return {key.decode(): value for key, value in zip(reply[::2], reply[1::2])}
-
-
-def states(cluster, job_id, indexes=None) -> dict[int, str]:
-    """{node index: job state} for the nodes (default: all) that know the job."""
-    found = {}
-    for index in (range(len(cluster)) if indexes is None else indexes):
-        info = show(cluster[index], job_id)
-        if info is not None:
-            found[index] = info["state"].decode()
-    return found
-
-
-def queued_on(cluster, job_id, indexes=None) -> list[int]:
-    return [i for i, state in states(cluster, job_id, indexes).items() if state == "queued"]
-
-
-def qlen(proc, queue) -> int:
-    return call(proc, "QLEN", queue)
-
 
 def counters(entry) -> dict[bytes, int]:
     """GETJOB WITHCOUNTERS entry: [queue, id, body, name, value, name, value]."""

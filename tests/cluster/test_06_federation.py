@@ -25,7 +25,7 @@ import uuid
 
 import pytest
 
-from tests.cluster.harness import MARGIN_S, call, poll
+from tests.cluster.harness import MARGIN_S, call, poll, show
 
 LONG_RETRY_S = 600
 FAST_DELIVERY_S = 2.0          # a loose bound on one job's trip from A to B
@@ -249,11 +249,6 @@ def test_a_paused_source_gives_nothing_to_a_blocked_consumer_while_paused(trio, 
 
 
 # ------------------------------------------------------------------ Disque's 06
-
-def show(proc, job_id) -> dict | None:
-    reply = call(proc, "SHOW", job_id)
-    return None if reply is None else {k.decode(): v for k, v in zip(reply[::2], reply[1::2])}
-
 
 def active_copies(trio, job_id) -> int:
     """count_job_copies(job, active): holders (by nodes-delivered) with it active."""

@@ -23,7 +23,8 @@ import uuid
 
 import pytest
 
-from tests.cluster.harness import MARGIN_S, call, hello, nodes_by_id, poll
+from tests.cluster.harness import (MARGIN_S, call, hello, info, nodes_by_id, poll, raw_reply,
+                                   registered_jobs, show, states)
 from tests.support import encode_command
 
 LEAVING_ERROR = b"-LEAVING This node is leaving the cluster, please connect to a different one\r\n"
@@ -37,42 +38,6 @@ PEERS = (1, 2, 3)
 
 
 # ------------------------------------------------------------------ helpers
-
-def show(proc, job_id) -> dict | None:
-    reply = call(proc, "SHOW", job_id)
-    if reply is None:
-        return None
-    return {key.decode(): value for key, value in zip(reply[::2], reply[1::2])}
-
-
-def states(cluster, job_id, indexes=None) -> dict[int, str]:
-    found = {}
-    for index in (range(len(cluster)) if indexes is None else indexes):
-        info = show(cluster[index], job_id)
-        if info is not None:
-            found[index] = info["state"].decode()
-    return found
-
-
-def info_field(proc, section: str, name: str) -> int:
-    for line in call(proc, "INFO", section).decode().split("\r\n"):
-        key, _, value = line.partition(":")
-        if key == name:
-            return int(value)
-    raise AssertionError(f"no {name} in INFO {section}")
-
-
-def registered_jobs(proc) -> int:
-    return info_field(proc, "jobs", "registered_jobs")
-
-
-def raw_reply(proc, *args) -> bytes:
-    client = proc.raw()
-    try:
-        return client.call(*args)
-    finally:
-        client.close()
-
 
 def seen_leaving(cluster, observer: int, index: int) -> bool:
     return "leaving" in nodes_by_id(cluster[observer])[cluster.ids[index]].flags
@@ -186,19 +151,19 @@ def test_getjob_that_would_block_gets_leaving(cluster, queue):
         == LEAVING_ERROR
     # NOHANG never blocks: it still gets the empty reply, as in Disque.
     assert raw_reply(cluster[0], "GETJOB", "NOHANG", "FROM", queue) == b"*-1\r\n"
-    assert info_field(cluster[0], "clients", "blocked_clients") == 0
+    assert int(info(cluster[0], "clients")["blocked_clients"]) == 0
 
 
 def test_clients_blocked_on_getjob_are_released_with_leaving(cluster, queue):
     consumers = [cluster[0].raw() for _ in range(2)]
     consumers[0].send(encode_command("GETJOB", "FROM", queue))
     consumers[1].send(encode_command("GETJOB", "TIMEOUT", 30000, "FROM", queue, "another"))
-    poll(lambda: info_field(cluster[0], "clients", "blocked_clients") == 2, 5,
+    poll(lambda: int(info(cluster[0], "clients")["blocked_clients"]) == 2, 5,
          "two consumers blocked on node 0")
     assert call(cluster[0], "CLUSTER", "LEAVING", "yes") == b"OK"
     for consumer in consumers:
         assert consumer.read_reply() == LEAVING_ERROR
-    assert info_field(cluster[0], "clients", "blocked_clients") == 0
+    assert int(info(cluster[0], "clients")["blocked_clients"]) == 0
 
 
 def test_jobs_queued_before_leaving_are_still_served(cluster, queue):

@@ -26,7 +26,8 @@ import uuid
 
 import pytest
 
-from tests.cluster.harness import MARGIN_S, call, poll
+from tests.cluster.harness import (MARGIN_S, call, info, poll, raw_reply, registered_jobs, show,
+                                   states)
 from tests.support import encode_command
 
 MAXMEMORY = 3 * 1024 * 1024
@@ -42,49 +43,12 @@ IDLE_QUEUE_S_AT_95 = 2
 
 # ------------------------------------------------------------------ helpers
 
-def show(proc, job_id) -> dict | None:
-    reply = call(proc, "SHOW", job_id)
-    if reply is None:
-        return None
-    return {key.decode(): value for key, value in zip(reply[::2], reply[1::2])}
-
-
-def states(cluster, job_id) -> dict[int, str]:
-    found = {}
-    for index, proc in enumerate(cluster):
-        info = show(proc, job_id)
-        if info is not None:
-            found[index] = info["state"].decode()
-    return found
-
-
-def info(proc, section: str = "all") -> dict[str, str]:
-    fields = {}
-    for line in call(proc, "INFO", section).decode().split("\r\n"):
-        key, sep, value = line.partition(":")
-        if sep:
-            fields[key] = value
-    return fields
-
-
 def used(proc) -> int:
     return int(info(proc, "memory")["used_memory_dataset"])
 
 
-def registered_jobs(proc) -> int:
-    return int(info(proc, "jobs")["registered_jobs"])
-
-
 def registered_queues(proc) -> int:
     return int(info(proc, "queues")["registered_queues"])
-
-
-def raw_reply(proc, *args) -> bytes:
-    client = proc.raw()
-    try:
-        return client.call(*args)
-    finally:
-        client.close()
 
 
 def stays(condition, seconds: float, message: str) -> None:

@@ -18,7 +18,7 @@ import uuid
 
 import pytest
 
-from tests.cluster.harness import call, poll
+from tests.cluster.harness import call, poll, show
 from tests.support import encode_command
 
 BATCH = 300
@@ -45,13 +45,8 @@ def job_id(reply: bytes) -> bytes:
     return reply[1:-2]
 
 
-def show(proc, job: bytes) -> dict:
-    reply = call(proc, "SHOW", job)
-    return dict(zip(reply[::2], reply[1::2]))
-
-
 def body(proc, job: bytes) -> bytes:
-    return show(proc, job)[b"body"]
+    return show(proc, job)["body"]
 
 
 def test_replies_keep_command_order(cluster, queue):
@@ -60,8 +55,8 @@ def test_replies_keep_command_order(cluster, queue):
     assert replies[-1] == b"+PONG\r\n"
     for index, reply in enumerate(replies[:-1]):
         fields = show(cluster[0], job_id(reply))
-        assert fields[b"body"] == f"body-{index}".encode()
-        assert len(fields[b"nodes-delivered"]) == 2       # answered after its copy exists
+        assert fields["body"] == f"body-{index}".encode()
+        assert len(fields["nodes-delivered"]) == 2       # answered after its copy exists
 
 
 def test_errors_between_waiting_addjobs_stay_in_place(cluster, queue):

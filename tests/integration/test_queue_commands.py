@@ -20,7 +20,8 @@ import time
 
 import pytest
 
-from tests.support import RawClient, encode_command, wait_for
+from tests.support import NULL_ARRAY as NULL
+from tests.support import RawClient, Status, bulk, encode_command, parse, wait_for
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -33,62 +34,6 @@ EMPTY_SCAN = b"*2\r\n$1\r\n0\r\n*0\r\n"
 
 
 # ----------------------------------------------------------------- helpers
-
-class Status(bytes):
-    """A +status reply (as opposed to a $bulk string)."""
-
-
-class Error(bytes):
-    """A -error reply."""
-
-
-class NullArray:
-    def __repr__(self) -> str:
-        return "NullArray"
-
-
-NULL = NullArray()
-
-
-def parse(data: bytes):
-    """One RESP2 reply, typed: Status, Error, int, bytes, None ($-1), NULL
-    (*-1) or list."""
-    value, end = _parse(data, 0)
-    assert end == len(data), f"trailing bytes after reply: {data[end:]!r}"
-    return value
-
-
-def _parse(data: bytes, pos: int):
-    newline = data.index(b"\r\n", pos)
-    kind, header, end = data[pos:pos + 1], data[pos + 1:newline], newline + 2
-    if kind == b"+":
-        return Status(header), end
-    if kind == b"-":
-        return Error(header), end
-    if kind == b":":
-        return int(header), end
-    if kind == b"$":
-        size = int(header)
-        if size < 0:
-            return None, end
-        return data[end:end + size], end + size + 2
-    if kind == b"*":
-        count = int(header)
-        if count < 0:
-            return NULL, end
-        items = []
-        for _ in range(count):
-            item, end = _parse(data, end)
-            items.append(item)
-        return items, end
-    raise AssertionError(f"not RESP2: {data[pos:pos + 20]!r}")
-
-
-def bulk(value) -> bytes:
-    if isinstance(value, str):
-        value = value.encode()
-    return b"$%d\r\n%b\r\n" % (len(value), value)
-
 
 def job_entry(queue, job_id: bytes, body) -> bytes:
     return b"*3\r\n" + bulk(queue) + bulk(job_id) + bulk(body)
