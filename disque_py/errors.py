@@ -27,6 +27,13 @@ class DisqueError(Exception):
     def __hash__(self) -> int:
         return hash((type(self), self.message))
 
+    def as_reply(self) -> DisqueError:
+        """This error, kept as a reply value once it was raised: without the
+        traceback and context that tie it to the frames it left, which hold
+        it in turn (a reference cycle only a full collection would free)."""
+        self.__traceback__ = self.__context__ = self.__cause__ = None
+        return self
+
     def wire(self) -> bytes:
         """The RESP encoding of this error; newlines cannot break the frame."""
         text = self.message.replace("\r", " ").replace("\n", " ")

@@ -162,7 +162,7 @@ class RequestReader:
                     commands.extend(self._feed_fast(rest))
                     return commands
         except ProtocolError as exc:
-            self.error = exc
+            self.error = exc.as_reply()
             self._buf = None
             return commands
         if pos >= len(buf) and self._args_left == 0:

@@ -155,4 +155,4 @@ class CommandTable:
         try:
             return command.handler(server, session, argv)
         except DisqueError as error:
-            return error
+            return error.as_reply()

@@ -14,7 +14,10 @@ slice handles, the next slice runs on the next loop turn, after I/O.
 Garbage collection: jobs are acyclic by design (the one cycle, job <->
 awake bucket, is cut whenever a job leaves the schedule), so the cron moves
 survivors into gc's permanent generation; full collections then never walk
-millions of jobs and stall the server.
+millions of jobs and stall the server. Frozen objects are never collected,
+so each cron first collects what is not frozen yet (what was allocated
+since the last cron, cheap): cyclic garbage made meanwhile, such as a
+raised exception and its frames, is freed rather than kept for good.
 """
 
 from __future__ import annotations
@@ -105,7 +108,7 @@ class Runtime:
         await self.cluster.start(config["bind"] or [None], self.server.port)
         for sig in (signal.SIGTERM, signal.SIGINT):
             self.loop.add_signal_handler(sig, self.request_shutdown, "signal")
-        gc.freeze()
+        _tenure_survivors()
         self._schedule_timer(0)
         self._cron = self.loop.call_later(1 / config["hz"], self._run_cron)
         log.notice("Server started, Disque version %s (disque-py)", DISQUE_VERSION)
@@ -206,7 +209,7 @@ class Runtime:
         server.stats.sample_ops()
         self.node.evict_idle_queues()
         self._close_idle_clients(config["timeout"])
-        gc.freeze()
+        _tenure_survivors()
         self._cron = self.loop.call_later(1 / max(config["hz"], 1), self._run_cron)
 
     def _close_idle_clients(self, max_idle_s: int) -> None:
@@ -253,6 +256,13 @@ class Runtime:
                 pass
         log.warning("Disque is now ready to exit, bye bye...")
         self._stopped.set_result(None)
+
+
+def _tenure_survivors() -> None:
+    """Free the cyclic garbage made since the last call (a collection walks
+    only unfrozen objects), then freeze what survived."""
+    gc.collect()
+    gc.freeze()
 
 
 def _log_loop_error(loop, context: dict) -> None:

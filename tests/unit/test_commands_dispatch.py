@@ -137,6 +137,14 @@ def test_wrong_arity(wire, argv, name):
     assert wire(*argv) == b"-ERR wrong number of arguments for '%b' command\r\n" % name
 
 
+def test_a_raised_error_comes_back_without_its_frames(call):
+    # Replies are values: a traceback would keep the handler's frames (and
+    # the error they hold) alive in a cycle only a full collection frees.
+    reply = call("ACKJOB", "not-an-id")
+    assert encode(reply) == BADID
+    assert reply.__traceback__ is None and reply.__context__ is None
+
+
 def test_command_names_are_case_insensitive(wire):
     assert wire("QlEn", "q") == b":0\r\n"
 

@@ -557,3 +557,12 @@ def test_encode_unknown_type_refused():
 def test_encode_command():
     assert encode_command("ADDJOB", b"q", 5) == \
         b"*3\r\n$6\r\nADDJOB\r\n$1\r\nq\r\n$1\r\n5\r\n"
+
+
+def test_a_protocol_error_kept_by_the_reader_holds_no_frames():
+    # The reader keeps its error until the connection answers it; a
+    # traceback would tie it to the parser's frames in a reference cycle.
+    reader = RequestReader()
+    reader.feed(b"*1\r\n$x\r\n")
+    assert reader.error is not None
+    assert reader.error.__traceback__ is None and reader.error.__context__ is None
