@@ -54,16 +54,17 @@ class ProducerMixin:
         if repl is None:
             repl = self.cluster_size if self.cluster_size < MAX_DEFAULT_REPLICATION \
                 else MAX_DEFAULT_REPLICATION
-        if repl > 1 and retry == 0:
-            raise CommandError(RETRY0_NEEDS_REPL1)
-        if delay >= ttl:
-            raise CommandError(DELAY_NOT_BELOW_TTL)
         if retry is None:
             retry = ttl // 10 if ttl < 10 * DEFAULT_RETRY_MAX_S else DEFAULT_RETRY_MAX_S
             if retry == 0:
                 retry = 1
+        elif retry == 0 and repl > 1:
+            raise CommandError(RETRY0_NEEDS_REPL1)
+        if delay >= ttl:
+            raise CommandError(DELAY_NOT_BELOW_TTL)
         external = self.leaving or self.used_memory > self.memory_warn_at
-        if (repl if external else repl - 1) > self.reachable_peers:
+        extra_copies = repl if external else repl - 1
+        if extra_copies > self.reachable_peers:
             self._refuse_replication(repl, external)
         q = self.queues.get(queue)
         if q is not None:
@@ -73,7 +74,6 @@ class ProducerMixin:
                 raise PausedError(PAUSED_INPUT)
 
         now = self._now_ms()
-        spec = _SPECS.get((repl, delay, retry)) or intern_spec(repl, delay, retry)
         cached_s, cached_ttl, etime = self._etime_cache
         if cached_s != now // 1000 or cached_ttl != ttl:
             # Jobs added in the same second with the same TTL share one int.
@@ -83,21 +83,23 @@ class ProducerMixin:
         if ctime <= self._last_ctime:
             ctime = self._last_ctime + 1
         self._last_ctime = ctime
-        job = Job(self.ids.next_id(ttl, retry), queue, body, WAIT_REPL, spec, ctime, etime,
-                  () if external else self._only_me)
+        # A producer that waits for copies waits in wait-repl; otherwise the
+        # job is active at once and enqueue() (or the awake timer) takes it.
+        wait = extra_copies and not async_
+        job = Job(self.ids.next_id(ttl, retry), queue, body, WAIT_REPL if wait else ACTIVE,
+                  _SPECS.get((repl, delay, retry)) or intern_spec(repl, delay, retry),
+                  ctime, etime, () if external else self._only_me)
         job.qtime = now + (delay or retry) * 1000
-        extra_copies = repl if external else repl - 1
         keep_copy = not (async_ and external)
         if keep_copy:
             if not self.jobs.add(job.id, job):
                 raise CommandError(ID_COLLISION)
             self.used_memory += JOB_MEMORY_OVERHEAD + len(body)
         self.stats_jobs_created += 1
-        if extra_copies and not async_:
+        if wait:
             self.wait_for_copies(job, client, now + timeout_ms if timeout_ms else 0,
                                  extra_copies, external, now)
             return job
-        job.state = ACTIVE      # copies confirmed or not awaited: enqueue takes it
         if delay == 0 and not external:
             self.enqueue(job, False, now, q)
         elif keep_copy:         # delayed, or external: a holder will queue it
