@@ -39,11 +39,10 @@ class ScanTable:
         return key in self._parts[hash(key) & self._mask]
 
     def add(self, key: bytes, value) -> bool:
-        """Insert if absent; False if the key is already there."""
-        part = self._parts[hash(key) & self._mask]
-        if key in part:
+        """Insert if absent; False if the key is already there. `value` is
+        a new object (one lookup tells it from one already stored)."""
+        if self._parts[hash(key) & self._mask].setdefault(key, value) is not value:
             return False
-        part[key] = value
         self._len += 1
         return True
 
