@@ -11,6 +11,8 @@ BIN    := $(VENV)/bin
 PORT   ?= 7711
 APT_PACKAGES := redis-tools netcat-openbsd
 JAVA_PACKAGE := openjdk-17-jre-headless
+NODE_PACKAGES := nodejs npm
+NODE_CLIENTS := tests/clients/node
 SUDO   := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 
 CHAOS_SECONDS ?= 600
@@ -18,7 +20,7 @@ CHAOS_ARGS ?=
 SOAK_SEEDS ?= 10000
 SOAK_JOBS  ?= 2
 
-.PHONY: run test bench chaos soak system-deps clean
+.PHONY: run test bench chaos soak system-deps node-deps clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -32,8 +34,9 @@ $(VENV)/.installed-test: pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e '.[test,spark]'
 	touch $@ $(VENV)/.installed
 
-# Command-line tools the tests drive: redis-cli (redis-tools) and nc; and
-# Java for the Spark tests (pyspark starts a JVM).
+# Command-line tools the tests drive: redis-cli (redis-tools) and nc; Java
+# for the Spark tests (pyspark starts a JVM); node and npm for the Node.js
+# client libraries.
 system-deps:
 	@if ! command -v redis-cli >/dev/null || ! command -v nc >/dev/null; then \
 		$(SUDO) apt-get update -qq && \
@@ -43,11 +46,25 @@ system-deps:
 		$(SUDO) apt-get update -qq && \
 		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $(JAVA_PACKAGE); \
 	fi
+	@if ! command -v node >/dev/null || ! command -v npm >/dev/null; then \
+		$(SUDO) apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $(NODE_PACKAGES); \
+	fi
+
+# The Node.js Disque clients the tests drive, exactly as package-lock.json
+# pins them, into $(NODE_CLIENTS)/node_modules (again only when the lock changed).
+$(NODE_CLIENTS)/node_modules/.installed: $(NODE_CLIENTS)/package.json $(NODE_CLIENTS)/package-lock.json | system-deps
+	@command -v node >/dev/null && command -v npm >/dev/null || \
+		{ echo "node and npm are required for tests/integration/test_node_clients.py" >&2; exit 1; }
+	cd $(NODE_CLIENTS) && npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+node-deps: $(NODE_CLIENTS)/node_modules/.installed
 
 run: $(VENV)/.installed
 	$(BIN)/disque-server --port $(PORT) --bind 127.0.0.1
 
-test: $(VENV)/.installed-test system-deps
+test: $(VENV)/.installed-test system-deps node-deps
 	$(BIN)/python -m pytest
 
 # Benchmarks compare against redis-server from Debian's packages.
