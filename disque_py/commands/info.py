@@ -1,8 +1,10 @@
 """INFO: Redis' "# Section" / "field:value" text with Disque's field names.
 
 Sections are rendered by the functions in SECTIONS, in order. "default"
-and "all" give every section; a name gives one; an unknown name gives an
-empty reply, as in Disque. Memory is reported as the process RSS (what the
+(and INFO alone) gives Disque's eight sections, byte for byte the list
+clients that parse INFO know; "all" adds ours (Federation, and those later
+layers register, such as Cluster); a name gives one; an unknown name gives
+an empty reply, as in Disque. Memory is reported as the process RSS (what the
 kernel charges us), plus the running estimate of job memory that the
 maxmemory policy uses.
 """
@@ -156,8 +158,15 @@ SECTIONS = {
 }
 
 
+# What INFO and INFO default show: Disque 1.0-rc1's sections, nothing more.
+DEFAULT_SECTIONS = ("server", "clients", "memory", "jobs", "queues", "persistence",
+                    "stats", "cpu")
+
+
 def render(srv, section: str) -> str:
-    if section in ("default", "all"):
+    if section == "default":
+        names = DEFAULT_SECTIONS
+    elif section == "all":
         names = list(SECTIONS) + list(srv.extra_info_sections)
     else:
         names = [section]

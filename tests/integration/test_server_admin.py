@@ -193,12 +193,26 @@ def test_command_info_addjob_is_disques_entry(server):
 def test_info_has_every_disque_section_in_order_with_exact_headers(server):
     raw = server.raw()
     text = info_text(raw)
-    headers = [line for line in text.split("\r\n") if line.startswith("#")]
+    headers = _headers(text)
     expected = [f"# {title}" for _, title in INFO_SECTIONS]
-    assert [h for h in headers if h in expected] == expected, headers
+    # Exactly Disque's sections: clients that parse INFO (disqueue-node's
+    # parser drops the last line of the last section) see the same text.
+    assert headers == expected, headers
+    assert _headers(info_text(raw, "default")) == expected
     # Sections are separated by one blank line, as Disque writes them.
     assert "\r\n\r\n# Clients\r\n" in text
     assert text.startswith("# Server\r\n")
+
+
+def _headers(text: str) -> list[str]:
+    return [line for line in text.split("\r\n") if line.startswith("#")]
+
+
+def test_info_all_adds_our_own_sections_after_disques(server):
+    raw = server.raw()
+    headers = _headers(info_text(raw, "all"))
+    assert headers[:5] == [f"# {title}" for _, title in INFO_SECTIONS[:5]]
+    assert "# Federation" in headers and "# Cluster" in headers
 
 
 def test_info_has_disques_field_names(server):
