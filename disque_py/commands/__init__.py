@@ -20,14 +20,15 @@ from typing import Callable
 
 from disque_py.errors import (NOAUTH_MESSAGE, OOM_MESSAGE, CommandError, DisqueError,
                               MisconfError, NoAuthError, OutOfMemoryError)
-from disque_py.commands import acks, admin, cluster, jobs, queues
+from disque_py.commands import acks, admin, cluster, diagnostics, jobs, queues
+from disque_py.monitoring.latency import EVICTION_CYCLE
 
 FLAG_NAMES = (("w", "write"), ("r", "readonly"), ("m", "denyoom"), ("a", "admin"),
               ("l", "loading"), ("M", "skip_monitor"), ("F", "fast"))
 
 
 class Command:
-    __slots__ = ("name", "handler", "arity", "flags", "denyoom", "monitored")
+    __slots__ = ("name", "handler", "arity", "flags", "denyoom", "monitored", "fast")
 
     def __init__(self, name: bytes, handler: Callable, arity: int, flags: str) -> None:
         self.name = name
@@ -36,6 +37,7 @@ class Command:
         self.flags = flags
         self.denyoom = "m" in flags
         self.monitored = "M" not in flags
+        self.fast = "F" in flags
 
     @property
     def flag_names(self) -> list[str]:
@@ -53,8 +55,10 @@ TABLE = (
     ("config", admin.config, -2, "ar"),
     ("cluster", cluster.cluster, -2, "ar"),
     ("client", admin.client, -2, "ar"),
+    ("slowlog", diagnostics.slowlog, -2, "r"),
     ("time", admin.time_, 1, "rF"),
     ("command", admin.command, 0, "rl"),
+    ("latency", diagnostics.latency, -2, "arl"),
     ("hello", admin.hello, -1, "rF"),
     # jobs
     ("addjob", jobs.addjob, -4, "wmF"),
@@ -92,6 +96,23 @@ def _refuse_growth(server, memory_fits: bool):
 
 
 AOF_MISCONF = "Errors writing to the AOF file: %s"
+
+
+def free_memory(server) -> bool:
+    """The node's eviction pass, timed as Disque's eviction-cycle event."""
+    monitor = server.latency
+    began = monitor.begin()
+    fits = server.node.free_memory()
+    monitor.observe_since(EVICTION_CYCLE, began)
+    return fits
+
+
+def _refused(session, argv: list[bytes], error: DisqueError) -> DisqueError:
+    """A command answered before its handler ran: marked so that its timing
+    is not logged (Disque times only the commands it calls)."""
+    session.refused = argv
+    return error
+
 
 # Commands a client may send before AUTH: AUTH itself, and HELLO, which can
 # carry the password (HELLO 3 AUTH user pass) and checks auth on its own.
@@ -132,23 +153,24 @@ class CommandTable:
         if command is None:
             command = self._by_name.get(name.lower())
             if command is None:
-                return CommandError("unknown command '%s'" % name.decode("latin-1"))
+                return _refused(session, argv, CommandError(
+                    "unknown command '%s'" % name.decode("latin-1")))
         arity = command.arity
         argc = len(argv)
         if (arity > 0 and arity != argc) or argc < -arity:
-            return CommandError("wrong number of arguments for '%s' command"
-                                % command.name.decode())
+            return _refused(session, argv, CommandError(
+                "wrong number of arguments for '%s' command" % command.name.decode()))
         if server.requirepass and not session.authenticated \
                 and command.handler not in _BEFORE_AUTH:
-            return NoAuthError(NOAUTH_MESSAGE)
+            return _refused(session, argv, NoAuthError(NOAUTH_MESSAGE))
         node = server.node
         # Above 95% of maxmemory every command first tries to free memory
         # (Disque's freeMemoryIfNeeded); those that grow it need success.
-        memory_fits = node.used_memory <= node.memory_evict_at or node.free_memory()
+        memory_fits = node.used_memory <= node.memory_evict_at or free_memory(server)
         if command.denyoom:
             refused = _refuse_growth(server, memory_fits)
             if refused is not None:
-                return refused
+                return _refused(session, argv, refused)
         session.last_command = command.name
         if server.monitors and command.monitored:
             server.feed_monitors(session, argv)

@@ -43,6 +43,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from disque_py import log
+from disque_py.monitoring import latency as latency_events
+from disque_py.monitoring.latency import LatencyMonitor
 from disque_py.persistence import aof_format
 
 RESERVE_CHUNK = 16 * 1024 * 1024
@@ -93,11 +95,13 @@ class FileOps:
 
 
 class AofWriter:
-    def __init__(self, path: str, policy: str, loop, ops: FileOps | None = None) -> None:
+    def __init__(self, path: str, policy: str, loop, ops: FileOps | None = None,
+                 latency: LatencyMonitor | None = None) -> None:
         self.path = os.path.abspath(path)
         self.policy = policy
         self.loop = loop
         self.ops = ops or FileOps()
+        self.latency = latency or LatencyMonitor(0)     # times writes and fsyncs
         self.state = OFF
         self.fd = -1
         self.offset = 0               # end of the last whole record
@@ -239,7 +243,24 @@ class AofWriter:
         if self.offset + len(data) > self.reserved:
             self.ops.reserve(self.fd, self.offset, len(data) + RESERVE_CHUNK)
             self.reserved = self.offset + len(data) + RESERVE_CHUNK
-        self.ops.write_all(self.fd, data, self.offset)
+        monitor = self.latency
+        began = monitor.begin()
+        try:
+            self.ops.write_all(self.fd, data, self.offset)
+        finally:
+            if began is not None:
+                self._observe_write(monitor.elapsed_ms(began))
+
+    def _observe_write(self, ms: int) -> None:
+        """Disque's write events: one for what else was going on, one for all."""
+        if self._fsync_running:
+            during = latency_events.AOF_WRITE_PENDING_FSYNC
+        elif self.rewrite is not None:
+            during = latency_events.AOF_WRITE_ACTIVE_CHILD
+        else:
+            during = latency_events.AOF_WRITE_ALONE
+        self.latency.observe(during, ms)
+        self.latency.observe(latency_events.AOF_WRITE, ms)
 
     def _write_failed(self, error: OSError, data: bytes) -> None:
         self._unwritten = data
@@ -307,11 +328,17 @@ class AofWriter:
             return
         self._fsync_running = True
         target, fd = self.written_gen, self.fd
+        # With appendfsync always replies wait for this fsync: Disque's
+        # aof-fsync-always event (its fsync blocks the loop; ours, the replies).
+        began = self.latency.begin() if self.policy == "always" else None
         future = self.loop.run_in_executor(self._background, self.ops.fsync, fd)
-        future.add_done_callback(lambda done: self._fsync_done(done, fd, target))
+        future.add_done_callback(lambda done: self._fsync_done(done, fd, target, began))
 
-    def _fsync_done(self, done, fd: int, target: int) -> None:
+    def _fsync_done(self, done, fd: int, target: int, began: int | None = None) -> None:
         self._fsync_running = False
+        if began is not None:
+            self.latency.observe(latency_events.AOF_FSYNC_ALWAYS,
+                                 self.latency.elapsed_ms(began))
         error = done.exception()
         # An fsync of a file since replaced by a rewrite (fsynced whole) or
         # closed is moot: the replies waiting for it were answered then.

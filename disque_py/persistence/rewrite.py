@@ -24,6 +24,7 @@ import time
 
 from disque_py import log
 from disque_py.core.job import ACTIVE, QUEUED, serialize_job
+from disque_py.monitoring.latency import AOF_RENAME, AOF_REWRITE_DIFF_WRITE
 from disque_py.persistence import aof_format
 from disque_py.persistence.aof import OFF, REWRITE_SLICE_JOBS
 
@@ -67,11 +68,16 @@ class Rewrite:
         """Append what arrived meanwhile, make it durable, switch files.
         Raises OSError (then abort()) only before the rename."""
         writer = self.writer
+        monitor = writer.latency
         if self.buffer:
+            began = monitor.begin()
             self._write(b"".join(self.buffer))
             self.buffer.clear()
+            monitor.observe_since(AOF_REWRITE_DIFF_WRITE, began)
         writer.ops.fsync(self.fd)
+        began = monitor.begin()
         os.replace(self.temp_path, writer.path)
+        monitor.observe_since(AOF_RENAME, began)
         # From here the new file is the AOF: nothing may fail any more, or
         # the writer would go on appending to the old, unlinked one.
         if writer.state == OFF:

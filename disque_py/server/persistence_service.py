@@ -63,7 +63,8 @@ class PersistenceService:
             data_end = self._load(enqueue_once)
             if enqueue_once:
                 self._turn_off_enqueue_once()
-        self.writer = AofWriter(self.path, config["appendfsync"], loop)
+        self.writer = AofWriter(self.path, config["appendfsync"], loop,
+                                latency=self.server.latency)
         if config["appendonly"]:
             self.writer.open(data_end)
         self._follow_writer()

@@ -16,6 +16,11 @@ that arrived in one read, and answers them with one write. The rules it keeps:
     keeps sending is paused once PENDING_LIMIT commands are waiting.
   * Protocol errors: commands before the bad bytes run and are answered,
     then the error is written and only this connection is closed.
+  * Timing (SLOWLOG, LATENCY): one clock read per command, taken once its
+    reply is encoded; the run time is the distance from the read before
+    (the first command of a read: from the read that follows parsing).
+    Only a run of at least server.slow_after goes further, so a command
+    that is not slow costs a clock read and a comparison, nothing more.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ OUTPUT_LOW_WATER = 1024 * 1024
 PENDING_LIMIT = 10_000
 MAX_CLIENTS_ERROR = b"-ERR max number of clients reached\r\n"
 QUIT_OK = Raw(b"+OK\r\n")
+_clock = time.monotonic     # also the clock of last_interaction (idle timeouts)
 
 
 class ClientConnection(asyncio.Protocol):
@@ -99,8 +105,8 @@ class ClientConnection(asyncio.Protocol):
         server = self.server
         server.stats.net_input_bytes += len(data)
         session = self.session
-        session.last_interaction = time.monotonic()
         commands = self.reader.feed(data)
+        now = session.last_interaction = _clock()
         if self.pending is not None:
             if self._overlapping and commands and \
                     server.commands.overlaps_parked(commands[0][0]):
@@ -109,7 +115,7 @@ class ClientConnection(asyncio.Protocol):
                 self._queue_pending(commands)
                 return
         if commands:
-            self._run(commands)
+            self._run(commands, now)
         if self.reader.error is not None and self.pending is None:
             self._fail(self.reader.error)
 
@@ -122,12 +128,14 @@ class ClientConnection(asyncio.Protocol):
         if self.reader.error is not None:
             self.pending_error = self.reader.error
 
-    def _run(self, commands) -> None:
-        """Run commands in order until one parks; write all replies at once."""
+    def _run(self, commands, started: float) -> None:
+        """Run commands in order until one parks; write all replies at once.
+        `started`: the clock when the first command may start (see Timing)."""
         server = self.server
         session = self.session
         node = server.node
         dispatch = server.commands.dispatch
+        clock = _clock
         out: list = []
         ran = 0
         total = len(commands)
@@ -145,7 +153,13 @@ class ClientConnection(asyncio.Protocol):
             kind = type(reply)
             if kind is Raw:
                 out.append(reply)
-            elif kind is Park:
+            elif kind is not Park:
+                encode_into(out, reply)
+            now = clock()
+            if now - started >= server.slow_after:     # read each time: CONFIG SET
+                server.command_took(session, argv, now - started)
+            started = now
+            if kind is Park:
                 self._hold_place(reply.waiter, out)
                 out = []
                 if reply.overlaps and (ran == total or
@@ -155,8 +169,6 @@ class ClientConnection(asyncio.Protocol):
                     self._overlapping = True
                 self.pending = deque(commands[ran:])
                 break
-            else:
-                encode_into(out, reply)
         server.stats.commands_processed += ran
         if out and self._order is not None:
             self._order.append([b"".join(out)])     # behind a parked reply
@@ -220,7 +232,7 @@ class ClientConnection(asyncio.Protocol):
             if not self._reading_paused_for_output:
                 self.transport.resume_reading()
         if pending:
-            self._run(list(pending))
+            self._run(list(pending), _clock())
         error = self.pending_error
         if error is not None and self.pending is None:
             self._fail(error)

@@ -31,11 +31,13 @@ import time
 import traceback
 
 from disque_py import DISQUE_VERSION, log
+from disque_py.commands import free_memory
 from disque_py.commands.queues import render_outcome
 from disque_py.core.effects import AofDelJob, AofLoadJob, ToPeer, Unblock
 from disque_py.core.node import Node
 from disque_py.errors import CommandError
 from disque_py.server.cluster_service import ClusterService, load_identity
+from disque_py.monitoring.latency import JOBS_PROCESSING
 from disque_py.server.persistence_service import PersistenceService, StartupError
 from disque_py.server.protocol import ClientConnection
 from disque_py.server.state import ServerState
@@ -87,7 +89,7 @@ class Runtime:
     def _set_maxmemory(self, limit: int) -> None:
         """A lower limit takes effect at once, as in Disque's CONFIG SET."""
         self.node.maxmemory = limit
-        self.node.free_memory()
+        free_memory(self.server)
 
     # ------------------------------------------------------------ start-up
 
@@ -188,7 +190,10 @@ class Runtime:
 
     def _on_timer(self) -> None:
         node = self.node
+        monitor = self.server.latency
+        began = monitor.begin()
         more = node.tick()
+        monitor.observe_since(JOBS_PROCESSING, began)
         if node.effects:
             self.apply_effects()
         if more:

@@ -6,6 +6,12 @@ flags). Handlers read and change these; when a handler needs the outside
 world to act (close another client, shut down, feed monitors) it records a
 request here and the runtime carries it out after the command. That keeps
 every handler testable by direct dispatch, without a socket.
+
+It also holds the slow log and the latency monitor, follows their CONFIG
+SET directives, and keeps slow_after: the shortest command run either of
+them wants to see. Connections time each command and call command_took
+only for runs that long; it drops commands refused before their handler
+ran (Disque times only the commands it calls).
 """
 
 from __future__ import annotations
@@ -15,6 +21,10 @@ import time
 
 from disque_py.commands import CommandTable
 from disque_py.core.node import Node
+from disque_py.monitoring.latency import COMMAND, FAST_COMMAND, LatencyMonitor
+from disque_py.monitoring.slowlog import SlowLog
+
+NEVER_SLOW = float("inf")
 
 
 class Stats:
@@ -58,7 +68,8 @@ class Session:
 
     __slots__ = ("id", "addr", "laddr", "fd", "name", "authenticated", "created",
                  "last_interaction", "last_command", "monitor", "lib_name", "lib_ver",
-                 "kill_requested", "waiting", "conn", "resp3", "aof_loader", "enqueue_loaded")
+                 "kill_requested", "waiting", "conn", "resp3", "aof_loader", "enqueue_loaded",
+                 "refused")
 
     def __init__(self, client_id: int, addr: str = "", laddr: str = "", fd: int = -1,
                  conn=None) -> None:
@@ -80,6 +91,7 @@ class Session:
         self.resp3 = False
         self.aof_loader = False     # the session replaying the AOF (may LOADJOB)
         self.enqueue_loaded = False
+        self.refused = None         # argv of the last command refused before its handler
 
 
 class ServerState:
@@ -107,6 +119,45 @@ class ServerState:
         self.persistence = None                      # the PersistenceService, when running
         self.kills: list[Session] = []               # clients CLIENT KILL asked to close
         self.feed_monitors = lambda session, argv: None   # the runtime installs the real one
+        self.slowlog = SlowLog(config["slowlog-log-slower-than"], config["slowlog-max-len"])
+        self.latency = LatencyMonitor(config["latency-monitor-threshold"])
+        self.slow_after = NEVER_SLOW     # seconds: commands this long reach command_took
+        self._watch_diagnostics(config)
+
+    # ------------------------------------------------------- command timing
+
+    def _watch_diagnostics(self, config) -> None:
+        def follow(setter):
+            def changed(value) -> None:
+                setter(value)
+                self._update_slow_after()
+            return changed
+        config.on_change("slowlog-log-slower-than", follow(self.slowlog.set_slower_than))
+        config.on_change("slowlog-max-len", follow(self.slowlog.set_max_len))
+        config.on_change("latency-monitor-threshold",
+                         follow(lambda ms: setattr(self.latency, "threshold_ms", ms)))
+        self._update_slow_after()
+
+    def _update_slow_after(self) -> None:
+        """The shortest run either the slow log or the latency monitor wants
+        to see; a connection checks each command's time against it alone."""
+        bounds = [NEVER_SLOW]
+        if self.slowlog.enabled:
+            bounds.append(self.slowlog.slower_than_us / 1_000_000)
+        if self.latency.threshold_ms:
+            bounds.append(self.latency.threshold_ms / 1000)
+        self.slow_after = min(bounds)
+
+    def command_took(self, session: Session, argv: list[bytes], seconds: float) -> None:
+        """A command ran for at least slow_after seconds (the slow path)."""
+        if session.refused is argv or session.aof_loader:
+            return
+        command = self.commands.lookup(argv[0])
+        if command is None:
+            return
+        duration_us = round(seconds * 1_000_000)
+        self.latency.observe(FAST_COMMAND if command.fast else COMMAND, duration_us // 1000)
+        self.slowlog.offer(argv, duration_us)
 
     def new_session(self, addr: str = "", laddr: str = "", fd: int = -1, conn=None) -> Session:
         session = Session(self.next_client_id, addr, laddr, fd, conn)

@@ -13,6 +13,7 @@ SIGKILL lands while commands are in flight.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import socket
 import subprocess
@@ -351,3 +352,26 @@ class Consumers:
 
 def file_size(path: Path) -> int:
     return os.path.getsize(path)
+
+
+# ------------------------------------------------------- the writer, in process
+
+WRITER_TIMEOUT_S = 5.0
+
+
+def open_writer(loop, tmp_path, policy: str, ops, latency=None):
+    """An AofWriter on a fresh file in tmp_path, open and appending."""
+    from disque_py.persistence.aof import AofWriter
+    writer = AofWriter(str(tmp_path / AOF_NAME), policy, loop, ops, latency=latency)
+    writer.open(0)
+    return writer
+
+
+def run_loop_until(loop, condition) -> None:
+    """Run the loop (fsync results arrive through it) until condition()."""
+    async def poll():
+        deadline = loop.time() + WRITER_TIMEOUT_S
+        while not condition():
+            assert loop.time() < deadline, "timed out waiting for the writer"
+            await asyncio.sleep(0.005)
+    loop.run_until_complete(poll())

@@ -17,7 +17,7 @@ import pytest
 
 from disque_py.persistence import aof_format
 from disque_py.persistence.aof import AofWriter, FileOps
-from tests.persistence.helpers import parse_records
+from tests.persistence.helpers import open_writer, parse_records, run_loop_until
 
 A = aof_format.del_job_record(b"A" * 40)
 B = aof_format.del_job_record(b"B" * 40)
@@ -58,19 +58,7 @@ def loop():
 
 
 def _writer(loop, tmp_path, policy: str, ops: FileOps | None = None) -> AofWriter:
-    writer = AofWriter(str(tmp_path / "disque.aof"), policy, loop, ops or ScriptedOps())
-    writer.open(0)
-    return writer
-
-
-def _run_until(loop, condition) -> None:
-    """Run the loop (fsync results arrive through it) until condition()."""
-    async def poll():
-        deadline = loop.time() + TIMEOUT_S
-        while not condition():
-            assert loop.time() < deadline, "timed out waiting for the writer"
-            await asyncio.sleep(0.005)
-    loop.run_until_complete(poll())
+    return open_writer(loop, tmp_path, policy, ops or ScriptedOps())
 
 
 def _records(writer: AofWriter) -> list[bytes]:
@@ -119,7 +107,7 @@ def test_after_a_failed_write_only_replies_with_new_records_wait(loop, tmp_path)
     writer.append(B)
     assert writer.hold_reply(lambda ok, reason: outcomes.append(("next batch", ok)))
     writer.flush()
-    _run_until(loop, lambda: len(outcomes) == 2)
+    run_loop_until(loop, lambda: len(outcomes) == 2)
     assert outcomes[1] == ("next batch", True)
     assert _records(writer) == [A, B]
 
@@ -131,12 +119,12 @@ def test_a_failed_fsync_fails_its_replies_and_the_cron_retries_it(loop, tmp_path
     writer.append(A)
     writer.hold_reply(lambda ok, reason: outcomes.append((ok, reason)))
     writer.flush()
-    _run_until(loop, lambda: outcomes)
+    run_loop_until(loop, lambda: outcomes)
     assert outcomes == [(False, "Input/output error")]
     assert not writer.accepting
     assert not writer.hold_reply(_not_held), "a PING would wait for the failed fsync"
     writer.every_second()
-    _run_until(loop, lambda: writer.accepting)
+    run_loop_until(loop, lambda: writer.accepting)
     assert writer.ops.events.count(("fsync", writer.fd)) == 2
 
 
@@ -157,7 +145,7 @@ def test_a_replaced_file_is_closed_only_after_the_fsync_queued_on_it(loop, tmp_p
     writer.flush()
     assert ("close", old_fd) not in ops.events
     ops.fsync_gate.set()
-    _run_until(loop, lambda: outcomes)
+    run_loop_until(loop, lambda: outcomes)
     assert outcomes == [True], "the new file's records were fsynced after the old fsync"
     assert ops.events[:2] == [("fsync", old_fd), ("close", old_fd)]
     assert ("fsync", new_fd) in ops.events
