@@ -8,8 +8,9 @@ means at least N. Flags are Disque's letters, shown by COMMAND:
     l  allowed while loading                   M  not shown to MONITOR
     F  fast: O(1) or O(log N)
 
-Unknown commands, wrong arity, missing AUTH and a full memory are answered
-here, once, before any handler runs. A handler gets (server, session, argv),
+Unknown commands, wrong arity, missing AUTH, a full memory (for "m"
+commands) and a failing AOF (for "w" commands and PING, -MISCONF) are
+answered here, once, before any handler runs. A handler gets (server, session, argv),
 returns a reply value (see resp.py), a Park to answer later, or raises a
 DisqueError. It never touches a socket.
 """
@@ -28,7 +29,8 @@ FLAG_NAMES = (("w", "write"), ("r", "readonly"), ("m", "denyoom"), ("a", "admin"
 
 
 class Command:
-    __slots__ = ("name", "handler", "arity", "flags", "denyoom", "monitored", "fast")
+    __slots__ = ("name", "handler", "arity", "flags", "denyoom", "monitored", "fast",
+                 "needs_disk")
 
     def __init__(self, name: bytes, handler: Callable, arity: int, flags: str) -> None:
         self.name = name
@@ -38,6 +40,9 @@ class Command:
         self.denyoom = "m" in flags
         self.monitored = "M" not in flags
         self.fast = "F" in flags
+        # Refused with -MISCONF while the AOF is failing, as in Disque: every
+        # write command, and PING, so that health checks see the broken disk.
+        self.needs_disk = "w" in flags or handler is admin.ping
 
     @property
     def flag_names(self) -> list[str]:
@@ -84,11 +89,8 @@ TABLE = (
 )
 
 
-def _refuse_growth(server, memory_fits: bool):
-    """Commands that grow the dataset are refused when memory is full or
-    the AOF cannot take more records (a full or failing disk)."""
-    if not memory_fits:
-        return OutOfMemoryError(OOM_MESSAGE)
+def _disk_refusal(server) -> MisconfError | None:
+    """-MISCONF while the AOF cannot take records (a full or failing disk)."""
     persistence = server.persistence
     if persistence is not None and not persistence.accepting:
         return MisconfError(AOF_MISCONF % persistence.writer.last_error)
@@ -167,8 +169,10 @@ class CommandTable:
         # Above 95% of maxmemory every command first tries to free memory
         # (Disque's freeMemoryIfNeeded); those that grow it need success.
         memory_fits = node.used_memory <= node.memory_evict_at or free_memory(server)
-        if command.denyoom:
-            refused = _refuse_growth(server, memory_fits)
+        if command.denyoom and not memory_fits:
+            return _refused(session, argv, OutOfMemoryError(OOM_MESSAGE))
+        if command.needs_disk:
+            refused = _disk_refusal(server)
             if refused is not None:
                 return _refused(session, argv, refused)
         session.last_command = command.name

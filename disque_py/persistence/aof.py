@@ -14,8 +14,9 @@ Rules kept:
   * Space is reserved ahead (fallocate), so a full disk shows up as
     "not accepting" before a job is accepted, never as half a record. A
     write that fails anyway is truncated back to the last whole record.
-    While not accepting, write commands get -MISCONF; the writer retries
-    every second and clears the state when the disk works again.
+    While not accepting, write commands and PING get -MISCONF (Disque's
+    rule); the writer retries every second and clears the state when the
+    disk works again.
   * The records of a failed write are kept, under every policy, and written
     first by the next attempt, ahead of newer records (as Redis keeps its
     aof_buf): a job in memory is never silently absent from the file. With
@@ -24,7 +25,7 @@ Rules kept:
     connections are closed (to those clients the outcome is unknown, as
     after a timeout; the jobs stay in memory and reach the file with the
     retry). Replies that come later do not wait for that failed batch, so
-    PING, reads and -MISCONF are answered at once.
+    reads and -MISCONF are answered at once.
   * fsyncs and closes run in order on one background thread, so a file is
     never closed while an fsync of it is still queued (its descriptor
     could meanwhile name another file).

@@ -3,11 +3,11 @@ log line, never a crash or a half-written job.
 
 What the product does, measured: with appendfsync always the ADDJOB whose
 write fails is never answered; its connection is closed (the reply was held
-for the fsync, and it cannot claim success). Commands that would grow the
-dataset then get -MISCONF until the writer's once-a-second retry finds the
-disk writable again; other commands are answered at once. The records of
-the failed write are not dropped, under any policy: the retry writes them,
-so the file holds every job the server holds. The tests below hold the
+for the fsync, and it cannot claim success). Write commands and PING then
+get -MISCONF, as in Disque, until the writer's once-a-second retry finds
+the disk writable again; reads are answered. The records of the failed
+write are not dropped, under any policy: the retry writes them, so the
+file holds every job the server holds. The tests below hold the
 server to the rest of the promise: it keeps serving, recovers by itself,
 and the file stays whole.
 """
@@ -58,13 +58,24 @@ def test_failed_write_closes_in_flight_client_and_logs_it(make_server, fault, re
 
 
 @pytest.mark.parametrize("fault,reason", FAULTS)
-def test_server_answers_ping_getjob_ackjob_after_a_failed_write(make_server, fault, reason):
+def test_while_the_disk_fails_writes_and_ping_get_misconf_and_reads_are_answered(
+        make_server, fault, reason):
+    # Disque's rule: every write command, and PING (so health checks notice),
+    # is refused while the AOF cannot be written; reads go on.
     server = make_server(args=ALWAYS).start()
     [before] = add_jobs(server, 1, "q")
-    _fail_one_addjob(server, fault)
+    _fail_one_addjob(server, fault, count=1000)      # stays failing until cleared
     client = raw_client(server)
-    assert call(client, "PING") == b"+PONG\r\n"
-    got = call(client, "GETJOB", "NOHANG", "FROM", "q")
+    refused = MISCONF % reason.encode()
+    for command in (("PING",), ("GETJOB", "NOHANG", "FROM", "q"), ("ACKJOB", before),
+                    ("NACK", before), ("WORKING", before), ("DEQUEUE", before)):
+        assert call(client, *command) == refused, command
+    assert call(client, "QLEN", "q") == b":2\r\n"            # the doomed one too
+    assert call(client, "SHOW", before).startswith(b"*")
+    assert call(client, "DEBUG", "AOF-FAULT", "none") == b"+OK\r\n"
+    wait_for(lambda: call(client, "PING") == b"+PONG\r\n", 15,
+             message="the writer's retry to clear the fault")
+    got = call(client, "GETJOB", "NOHANG", "COUNT", "2", "FROM", "q")
     assert before in got, got
     assert call(client, "ACKJOB", before) == b":1\r\n"
     assert server.alive()
