@@ -30,7 +30,7 @@ FLAG_NAMES = (("w", "write"), ("r", "readonly"), ("m", "denyoom"), ("a", "admin"
 
 class Command:
     __slots__ = ("name", "handler", "arity", "flags", "denyoom", "monitored", "fast",
-                 "needs_disk")
+                 "needs_disk", "calls", "seconds")
 
     def __init__(self, name: bytes, handler: Callable, arity: int, flags: str) -> None:
         self.name = name
@@ -43,6 +43,9 @@ class Command:
         # Refused with -MISCONF while the AOF is failing, as in Disque: every
         # write command, and PING, so that health checks see the broken disk.
         self.needs_disk = "w" in flags or handler is admin.ping
+        # INFO commandstats: commands whose handler ran, and their time.
+        self.calls = 0
+        self.seconds = 0.0
 
     @property
     def flag_names(self) -> list[str]:
@@ -142,6 +145,12 @@ class CommandTable:
             command = self._by_name.get(name.lower())
         return command
 
+    def reset_stats(self) -> None:
+        """CONFIG RESETSTAT: commandstats start again from zero."""
+        for command in self.commands.values():
+            command.calls = 0
+            command.seconds = 0.0
+
     def overlaps_parked(self, name: bytes) -> bool:
         """True for ADDJOB: it may run while the same client's earlier
         ADDJOBs wait for their copies (see Park)."""
@@ -175,7 +184,7 @@ class CommandTable:
             refused = _disk_refusal(server)
             if refused is not None:
                 return _refused(session, argv, refused)
-        session.last_command = command.name
+        session.last_command = command
         if server.monitors and command.monitored:
             server.feed_monitors(session, argv)
         try:

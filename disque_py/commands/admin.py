@@ -151,6 +151,7 @@ def config(server, session, argv):
         server.config.rewrite()
         return OK
     server.stats.reset()
+    server.commands.reset_stats()
     return OK
 
 
@@ -190,13 +191,14 @@ def _client_line(server, s) -> str:
     now = time.monotonic()
     flags = ("O" if s.monitor else "") + ("b" if s.waiting else "") + \
         ("c" if s.kill_requested else "")
+    command_name = s.last_command.name.decode("latin-1") if s.last_command else "NULL"
     conn = s.conn
     qbuf = conn.input_buffered() if conn is not None else 0
     omem = conn.output_buffered() if conn is not None else 0
     return (f"id={s.id} addr={s.addr} fd={s.fd} name={s.name.decode('latin-1')} "
             f"age={int(now - s.created)} idle={int(now - s.last_interaction)} "
             f"flags={flags or 'N'} qbuf={qbuf} qbuf-free=0 obl=0 oll=0 omem={omem} "
-            f"events=r cmd={s.last_command.decode('latin-1')} "
+            f"events=r cmd={command_name} "
             f"lib-name={s.lib_name.decode('latin-1')} lib-ver={s.lib_ver.decode('latin-1')}")
 
 

@@ -3,7 +3,8 @@
 Sections are rendered by the functions in SECTIONS, in order. "default"
 (and INFO alone) gives Disque's eight sections, byte for byte the list
 clients that parse INFO know; "all" adds ours (Federation, and those later
-layers register, such as Cluster); a name gives one; an unknown name gives
+layers register, such as Cluster) and Commandstats (calls and time of each
+command whose handler ran, as Disque's INFO all); a name gives one; an unknown name gives
 an empty reply, as in Disque. Memory is reported as the process RSS (what the
 kernel charges us), plus the running estimate of job memory that the
 maxmemory policy uses.
@@ -144,6 +145,18 @@ def _cpu(srv) -> list[tuple[str, object]]:
     ]
 
 
+def _commandstats(srv) -> list[tuple[str, object]]:
+    """Commands whose handler ran since start-up or CONFIG RESETSTAT."""
+    fields = []
+    for name, command in srv.commands.commands.items():
+        if command.calls:
+            usec = int(command.seconds * 1_000_000)
+            fields.append((f"cmdstat_{name.decode('latin-1')}",
+                           f"calls={command.calls},usec={usec},"
+                           f"usec_per_call={usec / command.calls:.2f}"))
+    return fields
+
+
 # name -> (title, renderer), in Disque's order.
 SECTIONS = {
     "server": ("Server", _server),
@@ -155,6 +168,7 @@ SECTIONS = {
     "persistence": ("Persistence", _persistence),
     "stats": ("Stats", _stats),
     "cpu": ("CPU", _cpu),
+    "commandstats": ("Commandstats", _commandstats),
 }
 
 

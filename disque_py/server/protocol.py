@@ -156,8 +156,13 @@ class ClientConnection(asyncio.Protocol):
             elif kind is not Park:
                 encode_into(out, reply)
             now = clock()
-            if now - started >= server.slow_after:     # read each time: CONFIG SET
-                server.command_took(session, argv, now - started)
+            took = now - started
+            if session.refused is not argv:
+                command = session.last_command
+                command.calls += 1
+                command.seconds += took
+                if took >= server.slow_after:          # read each time: CONFIG SET
+                    server.command_took(command, argv, took)
             started = now
             if kind is Park:
                 self._hold_place(reply.waiter, out)

@@ -9,9 +9,9 @@ every handler testable by direct dispatch, without a socket.
 
 It also holds the slow log and the latency monitor, follows their CONFIG
 SET directives, and keeps slow_after: the shortest command run either of
-them wants to see. Connections time each command and call command_took
-only for runs that long; it drops commands refused before their handler
-ran (Disque times only the commands it calls).
+them wants to see. Connections time each command whose handler ran
+(Disque times only the commands it calls), add the time to the command's
+INFO commandstats, and call command_took only for runs that long.
 """
 
 from __future__ import annotations
@@ -81,7 +81,7 @@ class Session:
         self.authenticated = False
         self.created = time.monotonic()
         self.last_interaction = self.created
-        self.last_command = b"NULL"
+        self.last_command = None    # the Command last run (CLIENT LIST, commandstats)
         self.monitor = False
         self.lib_name = b""
         self.lib_ver = b""
@@ -148,13 +148,9 @@ class ServerState:
             bounds.append(self.latency.threshold_ms / 1000)
         self.slow_after = min(bounds)
 
-    def command_took(self, session: Session, argv: list[bytes], seconds: float) -> None:
-        """A command ran for at least slow_after seconds (the slow path)."""
-        if session.refused is argv or session.aof_loader:
-            return
-        command = self.commands.lookup(argv[0])
-        if command is None:
-            return
+    def command_took(self, command, argv: list[bytes], seconds: float) -> None:
+        """A command's handler ran for at least slow_after seconds (the
+        slow path; commands refused before their handler never get here)."""
         duration_us = round(seconds * 1_000_000)
         self.latency.observe(FAST_COMMAND if command.fast else COMMAND, duration_us // 1000)
         self.slowlog.offer(argv, duration_us)

@@ -243,6 +243,43 @@ def test_info_has_disques_field_names(server):
     assert parsed["registered_jobs"] == 1
 
 
+CMDSTAT = re.compile(r"cmdstat_(\w+):calls=(\d+),usec=(\d+),usec_per_call=(\d+\.\d\d)")
+
+
+def commandstats(raw: RawClient) -> dict[str, tuple[int, int, str]]:
+    text = info_text(raw, "commandstats")
+    lines = text.split("\r\n")
+    assert lines[0] == "# Commandstats"
+    stats = {}
+    for line in filter(None, lines[1:]):
+        name, calls, usec, per_call = CMDSTAT.fullmatch(line).groups()
+        stats[name] = (int(calls), int(usec), per_call)
+    return stats
+
+
+def test_info_commandstats_counts_the_commands_that_ran_and_resetstat_clears_them(
+        fresh_server):
+    raw = fresh_server.raw()
+    assert raw.call("CONFIG", "RESETSTAT") == b"+OK\r\n"     # the harness's PING
+    for _ in range(3):
+        assert raw.call("PING") == b"+PONG\r\n"
+    job_id = raw.call("ADDJOB", "statq", "x", "0")[1:-2]
+    assert raw.call("ACKJOB", job_id) == b":1\r\n"
+    # Refused before their handler ran: not counted, as in Disque.
+    assert raw.call("NOSUCH").startswith(b"-ERR unknown command")
+    assert raw.call("QLEN").startswith(b"-ERR wrong number of arguments")
+    stats = commandstats(raw)
+    assert {name: calls for name, (calls, _, _) in stats.items()} == \
+        {"config": 1, "ping": 3, "addjob": 1, "ackjob": 1}
+    calls, usec, per_call = stats["ping"]
+    assert per_call == f"{usec / calls:.2f}"
+    assert "# Commandstats" in info_text(raw, "all")
+    assert "# Commandstats" not in info_text(raw)
+    assert raw.call("CONFIG", "RESETSTAT") == b"+OK\r\n"
+    # CONFIG RESETSTAT and the INFO before it: only what ran after the reset.
+    assert set(commandstats(raw)) == {"config"}
+
+
 @pytest.mark.parametrize("section, title", INFO_SECTIONS)
 def test_info_section_returns_only_that_section(server, section, title):
     raw = server.raw()
