@@ -7,8 +7,11 @@ frame that does not decode closes that link, is logged, and is never
 applied. Decoded messages go to the runtime, which hands them to
 membership or to the job core and carries out what they answer.
 
-Writes are coalesced: frames for one link within one event-loop turn go out
-in a single write.
+Writes are coalesced: frames sent to one link within one event-loop turn
+go out in a single write. The cluster service, which already batches the
+job messages of a turn, hands its frames over with send_now: they are
+written at once (behind any frames still queued, keeping the order), not
+one more loop turn later.
 """
 
 from __future__ import annotations
@@ -74,8 +77,17 @@ class BusLink(asyncio.Protocol):
         if self.closed:
             return
         if not self._pending:
-            asyncio.get_running_loop().call_soon(self._flush)
+            self.bus.loop.call_soon(self._flush)
         self._pending.append(frame)
+
+    def send_now(self, frames: list[bytes]) -> None:
+        if self.closed:
+            return
+        pending = self._pending
+        if pending:
+            frames = pending + frames
+            pending.clear()          # the _flush already scheduled finds nothing
+        self.transport.write(b"".join(frames))
 
     def _flush(self) -> None:
         if not self.closed and self._pending:
@@ -135,6 +147,13 @@ class ClusterBus:
         if link is None or link.closed:
             return False
         link.send(frame)
+        return True
+
+    def send_now(self, node, frames: list[bytes]) -> bool:
+        link = self.links.get(node)
+        if link is None or link.closed:
+            return False
+        link.send_now(frames)
         return True
 
     def drop(self, node) -> None:

@@ -103,18 +103,31 @@ class ClusterService:
         elif header.type == msg.FAIL:
             membership.on_fail(header, body)
         else:
-            sender = membership.nodes.get(header.sender)
-            if sender is not None and not sender.flags & HANDSHAKE:   # known nodes only
-                membership.heard_from(sender, self.node.clock.now_ms())
-                self.node.on_peer_message(header.sender, header.type, header.mflags, body)
-                self.runtime.apply_effects()
+            self._on_job_message(header, body)
+            return
         self.apply_effects()
+
+    def _on_job_message(self, header: msg.Header, body) -> None:
+        """A job message, from known nodes only. It changes no cluster view
+        unless it revives its sender, so only then is the view pushed again."""
+        membership = self.membership
+        sender = membership.nodes.get(header.sender)
+        if sender is None or sender.flags & HANDSHAKE:
+            return
+        membership.heard_from(sender, self.node.clock.now_ms())
+        node = self.node
+        node.on_peer_message(header.sender, header.type, header.mflags, body)
+        if node.effects:
+            self.runtime.apply_effects()
+        if membership.effects:
+            self.apply_effects()
 
     # ------------------------------------------------------------ job messages
 
     def post(self, item: ToPeer) -> None:
         """Queue a job-protocol item; consecutive items of one kind for one
-        peer leave in one frame at the end of this loop turn, in order."""
+        peer leave in one frame at the end of this loop turn, in order (the
+        frames of a turn for one peer in one write, made at once)."""
         if not self._outbox:
             self.runtime.loop.call_soon(self._flush_outbox)
         runs = self._outbox.setdefault(item.node_id, [])
@@ -131,6 +144,7 @@ class ClusterService:
             node = membership.nodes.get(node_id)
             if node is None:
                 continue
+            frames = []
             for kind, mflags, items in runs:
                 if kind in JOB_LIST_TYPES:
                     body = msg.Jobs(items)
@@ -138,8 +152,9 @@ class ClusterService:
                     body = items[0]
                 else:
                     body = msg.JobIds(items)
-                if self.bus.send(node, msg.encode(membership.header(kind, mflags), body)):
-                    membership.messages_sent += 1
+                frames.append(msg.encode(membership.header(kind, mflags), body))
+            if self.bus.send_now(node, frames):
+                membership.messages_sent += len(frames)
 
     # ------------------------------------------------------------ effects
 
