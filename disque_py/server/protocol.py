@@ -201,19 +201,33 @@ class ClientConnection(asyncio.Protocol):
         order.append(slot)
         self.session.waiting[waiter] = slot
 
-    def resume(self, waiter, reply) -> None:
-        """A parked command is answered: write what is now in order, then,
-        once nothing is parked, run what queued up."""
-        session = self.session
-        slot = session.waiting.pop(waiter, None)
+    def resume(self, waiter, reply) -> bool:
+        """A parked command is answered: its reply takes its place in order.
+        True if flush_resumed() is to be called (once for all the answers
+        of one batch, so that they leave in one write)."""
+        slot = self.session.waiting.pop(waiter, None)
         if self.closing or slot is None:
-            return
+            return False
         slot[0] = encode(reply)
+        return True
+
+    def flush_resumed(self) -> None:
+        """Write what is now in order, then, once nothing is parked, run
+        what queued up (on the next loop turn: not inside the caller)."""
+        if self.closing:
+            return
         if not self._running:
             self._flush_order()
-        if not session.waiting and not self._resume_scheduled:
-            self._resume_scheduled = True
-            asyncio.get_running_loop().call_soon(self._run_pending)
+        if self.session.waiting or self._resume_scheduled:
+            return
+        pending = self.pending
+        if pending is not None and not pending and self.pending_error is None \
+                and not self._reading_paused_for_pending:
+            self.pending = None         # nothing queued behind: unparked now
+            self._overlapping = False
+            return
+        self._resume_scheduled = True
+        asyncio.get_running_loop().call_soon(self._run_pending)
 
     def _flush_order(self) -> None:
         order = self._order

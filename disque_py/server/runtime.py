@@ -164,15 +164,20 @@ class Runtime:
             elif kind is Unblock:
                 unblocks.append(effect)
         # Answers go out after the AOF records of the same batch are queued,
-        # so that appendfsync always holds them until those are on disk.
+        # so that appendfsync always holds them until those are on disk; a
+        # client's answers of one batch leave in one write.
+        resumed = {}
         for effect in unblocks:
             waiter = effect.waiter
             session = waiter.client
             conn = session.conn
             if conn is not None:
-                conn.resume(waiter, render_outcome(waiter, effect.outcome))
+                if conn.resume(waiter, render_outcome(waiter, effect.outcome)):
+                    resumed[conn] = None
             else:
                 session.waiting.pop(waiter, None)
+        for conn in resumed:
+            conn.flush_resumed()
 
     def feed_monitors(self, session, argv: list[bytes]) -> None:
         now = time.time()
