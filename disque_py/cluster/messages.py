@@ -27,6 +27,7 @@ from __future__ import annotations
 import re
 import struct
 from dataclasses import dataclass, field
+from itertools import starmap
 
 SIGNATURE = b"DqP1"
 LENGTH = struct.Struct(">I")
@@ -58,7 +59,9 @@ MSG_INCR_NACKS = 2    # QUEUED: count a NACK
 MSG_INCR_DELIV = 4    # QUEUED: count an additional delivery
 
 _NODE_ID = re.compile(rb"[0-9a-f]{40}\Z")
-_JOB_ID = re.compile(rb"D-[0-9a-fA-F]{8}-[A-Za-z0-9+/]{24}-[0-9a-fA-F]{4}\Z")
+# A whole block of (job ID, u32 aux) items, checked in one match.
+_JOB_ID_AUX_BLOCK = re.compile(rb"(?:D-[0-9a-fA-F]{8}-[A-Za-z0-9+/]{24}-[0-9a-fA-F]{4}.{4})*",
+                               re.DOTALL)
 
 
 class BadFrame(ValueError):
@@ -146,7 +149,7 @@ def encode(header: Header, body) -> bytes:
             parts.append(job)
     elif kind is JobIds:
         parts.append(U32.pack(len(body.items)))
-        parts.extend(ID_AUX.pack(job_id, aux) for job_id, aux in body.items)
+        parts.extend(starmap(ID_AUX.pack, body.items))
     elif kind is QueueOp:
         parts.append(QUEUE_OP.pack(body.aux, len(body.queue)))
         parts.append(body.queue)
@@ -231,21 +234,28 @@ def _decode_fail(reader: _Reader) -> Fail:
 
 
 def _decode_jobs(reader: _Reader) -> Jobs:
+    number = reader.count(U32, MAX_FRAME, U32.size)
+    data, pos, end = reader.data, reader.pos, len(reader.data)
+    unpack_length = U32.unpack_from
     jobs = []
-    for _ in range(reader.count(U32, MAX_FRAME, U32.size)):
-        (length,) = reader.unpack(U32)
-        jobs.append(reader.take(length))
+    for _ in range(number):
+        if pos + 4 > end:
+            raise BadFrame("frame ends inside a field")
+        (length,) = unpack_length(data, pos)
+        pos += 4
+        if pos + length > end:
+            raise BadFrame("frame ends inside a field")
+        jobs.append(bytes(data[pos:pos + length]))
+        pos += length
+    reader.pos = pos
     return Jobs(jobs)
 
 
 def _decode_job_ids(reader: _Reader) -> JobIds:
-    items = []
-    for _ in range(reader.count(U32, MAX_FRAME, ID_AUX.size)):
-        job_id, aux = reader.unpack(ID_AUX)
-        if not _JOB_ID.match(job_id):
-            raise BadFrame("bad job ID")
-        items.append((job_id, aux))
-    return JobIds(items)
+    block = reader.take(reader.count(U32, MAX_FRAME, ID_AUX.size) * ID_AUX.size)
+    if not _JOB_ID_AUX_BLOCK.fullmatch(block):
+        raise BadFrame("bad job ID")
+    return JobIds(list(ID_AUX.iter_unpack(block)))
 
 
 def _decode_queue_op(reader: _Reader) -> QueueOp:
