@@ -44,7 +44,7 @@ from disque_py.cluster import messages as msg
 from disque_py.core.acks import AcksMixin
 from disque_py.core.consumer import ConsumerMixin
 from disque_py.core.federation import FederationMixin, FederationStats
-from disque_py.core.peers import PeersMixin
+from disque_py.core.peers import PeersMixin, new_tuple
 from disque_py.core.producer import JOB_MEMORY_OVERHEAD, QUEUE_MEMORY_OVERHEAD, ProducerMixin
 from disque_py.core.replication import (REMOVED_BEFORE_COPIES, REPLICATION_RETRY_MS,
                                         ReplicationMixin)
@@ -98,6 +98,7 @@ class Node(ProducerMixin, ConsumerMixin, AcksMixin, ReplicationMixin, RequeueMix
         self.id = node_id
         self.ids = IdGenerator(node_id, id_seed or os.urandom(20))
         self._only_me = (node_id,)
+        self.index_node_ids()
 
     @property
     def maxmemory(self) -> int:
@@ -416,7 +417,7 @@ class Node(ProducerMixin, ConsumerMixin, AcksMixin, ReplicationMixin, RequeueMix
         if not waiter.active:
             return
         self.forget_waiter(waiter)
-        self.effects.append(Unblock(waiter, outcome))
+        self.effects.append(new_tuple(Unblock, (waiter, outcome)))
 
     def take_effects(self) -> list:
         effects = self.effects

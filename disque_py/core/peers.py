@@ -14,6 +14,10 @@ from __future__ import annotations
 from disque_py.cluster import messages as msg
 from disque_py.core.effects import ToPeer
 
+# ToPeer(...) runs namedtuple's __new__, a Python function; the hot paths
+# build the tuple directly: new_tuple(ToPeer, (node_id, kind, item, mflags)).
+new_tuple = tuple.__new__
+
 
 class PeersMixin:
     def set_cluster_view(self, size: int, known: set[bytes], reachable: int,
@@ -25,14 +29,21 @@ class PeersMixin:
         to right now (where copies are asked for)."""
         self.cluster_size = size
         self.known_peers = known
+        self.index_node_ids()
         self.reachable = linked
         self.reachable_peers = reachable
         was_leaving, self.leaving = self.leaving, leaving
         if leaving and not was_leaving:
             self.release_all_waiters_leaving()
 
+    def index_node_ids(self) -> None:
+        """node_ids: each known node's ID and this node's, ID -> the same
+        object, so that the holders of the jobs copied here share them."""
+        node_ids = self.node_ids = {node_id: node_id for node_id in self.known_peers}
+        node_ids[self.id] = self.id
+
     def send(self, node_id: bytes, kind: int, item, mflags: int = 0) -> None:
-        self.effects.append(ToPeer(node_id, kind, item, mflags))
+        self.effects.append(new_tuple(ToPeer, (node_id, kind, item, mflags)))
 
     def send_to(self, nodes, kind: int, item, mflags: int = 0) -> None:
         """To every node listed, except this one."""
@@ -40,7 +51,7 @@ class PeersMixin:
         append = self.effects.append
         for node_id in nodes:
             if node_id != me:
-                append(ToPeer(node_id, kind, item, mflags))
+                append(new_tuple(ToPeer, (node_id, kind, item, mflags)))
 
     def on_peer_message(self, sender: bytes, kind: int, mflags: int, body) -> None:
         """A job-protocol message from a known node."""

@@ -18,9 +18,11 @@ sent to every node that may have got a copy (best effort).
 from __future__ import annotations
 
 from disque_py.cluster import messages as msg
+from disque_py.core.effects import ToPeer
 from disque_py.core.job import (ACTIVE, FLAG_BCAST_QUEUED, FLAG_BCAST_WILLQUEUE, QUEUED,
-                                TIME_ERROR_MS, WAIT_REPL, Job, deserialize_jobs,
+                                TIME_ERROR_MS, WAIT_REPL, Job, _specs, deserialize_jobs,
                                 intern_spec, serialize_job)
+from disque_py.core.peers import new_tuple
 from disque_py.core.queue import PAUSED_IN
 from disque_py.core.waiters import JOB_REPLICATION, Waiter
 from disque_py.errors import NoReplError
@@ -52,31 +54,31 @@ class ReplicationMixin:
         extra.repl_added_at = now
 
     def replicate(self, job: Job, count: int, noreply: bool) -> int:
-        """Add up to `count` new holders and (re)send REPLJOB to every holder
-        that has not confirmed. Returns how many holders were added."""
-        delivered = list(job.delivered)
+        """Add up to `count` new holders, chosen at random among the linked
+        peers, and (re)send REPLJOB to every holder that has not confirmed.
+        Returns how many holders were added."""
+        delivered = job.delivered
         added = 0
         if count > 0:
-            candidates = list(self.reachable)
-            self._rng.shuffle(candidates)
-            for peer in candidates:
-                if peer not in delivered:
-                    delivered.append(peer)
-                    added += 1
-                    if added == count:
-                        break
+            candidates = [peer for peer in self.reachable if peer not in delivered]
+            if len(candidates) > count:
+                candidates = self._rng.sample(candidates, count)
+            added = len(candidates)
             if added:
-                job.delivered = tuple(delivered)
-        payload = serialize_job(job, self.clock.now_ms() // 1000)
+                delivered = job.delivered = delivered + tuple(candidates)
+        payload = serialize_job(job, self._now_ms() // 1000)
         confirmed = job.extra.confirmed if job.extra is not None else None
+        me, append = self.id, self.effects.append
+        mflags = msg.MSG_NOREPLY if noreply else 0
         for node_id in delivered:
-            if node_id == self.id:
+            if node_id == me:
                 continue
-            acked = confirmed is not None and node_id in confirmed
-            if acked and not added:
-                continue        # nothing new to tell a node that has its copy
-            self.send(node_id, msg.REPLJOB, payload,
-                      msg.MSG_NOREPLY if noreply or acked else 0)
+            if confirmed is not None and node_id in confirmed:
+                # It has its copy: only new holders are worth telling it, unanswered.
+                if added:
+                    append(new_tuple(ToPeer, (node_id, msg.REPLJOB, payload, msg.MSG_NOREPLY)))
+                continue
+            append(new_tuple(ToPeer, (node_id, msg.REPLJOB, payload, mflags)))
         return added
 
     def tick_replication(self, now: int) -> None:
@@ -143,31 +145,37 @@ class ReplicationMixin:
         short of memory takes no new copy, but still learns the holders of
         jobs it has (a job that moved tells its holders this way)."""
         take_new = not (self.leaving or self.used_memory > self.memory_warn_at)
-        now = self.clock.now_ms()
+        now = self._now_ms()
+        table, queues, append = self.jobs, self.queues, self.effects.append
+        reply = not mflags & msg.MSG_NOREPLY
         for record in deserialize_jobs(jobs, now // 1000):
-            job = self.jobs.get(record.id)
+            job = table.get(record.id)
             if job is not None:
                 self._learn_holders(job, record.delivered)
             elif not take_new:
                 continue
             else:
-                q = self.queues.get(record.queue)
+                q = queues.get(record.queue)
                 if q is not None and q.flags & PAUSED_IN:
                     continue
                 self._adopt(record, now)
-            if not mflags & msg.MSG_NOREPLY:
-                self.send(sender, msg.GOTJOB, (record.id, 0))
+            if reply:
+                append(new_tuple(ToPeer, (sender, msg.GOTJOB, (record.id, 0), 0)))
 
     def _adopt(self, record, now: int, state: int = ACTIVE, persist: bool = True) -> Job:
         """A copy received from a peer becomes a local job."""
-        spec = intern_spec(record.repl, record.delay, record.retry)
+        retry = record.retry
+        spec = _specs.get((record.repl, record.delay, retry)) \
+            or intern_spec(record.repl, record.delay, retry)
         job = Job(record.id, record.queue, record.body, state, spec, record.ctime,
                   record.etime, self._known_holders(record.delivered))
-        job.flags = FLAG_BCAST_QUEUED
-        if record.retry:
-            job.flags |= FLAG_BCAST_WILLQUEUE
-            job.qtime = (now + (record.delay + record.retry) * 1000
-                         + self.clock.jitter(TIME_ERROR_MS))
+        if retry:
+            job.flags = FLAG_BCAST_QUEUED | FLAG_BCAST_WILLQUEUE
+            # now + (delay + retry) s + Clock.jitter(TIME_ERROR_MS), inlined
+            job.qtime = (now + (record.delay + retry) * 1000
+                         + int(self._uniform() * TIME_ERROR_MS) - TIME_ERROR_MS // 2)
+        else:
+            job.flags = FLAG_BCAST_QUEUED
         if record.nacks or record.deliveries:
             extra = job.more()
             extra.nacks, extra.deliveries = record.nacks, record.deliveries
@@ -178,8 +186,12 @@ class ReplicationMixin:
         return job
 
     def _known_holders(self, delivered) -> tuple:
-        known, me = self.known_peers, self.id
-        return tuple(node for node in delivered if node == me or node in known)
+        """The nodes of `delivered` this node knows (itself included), as
+        the shared ID objects of node_ids."""
+        holders = tuple(map(self.node_ids.get, delivered))
+        if None in holders:
+            holders = tuple(node for node in holders if node is not None)
+        return holders
 
     def _learn_holders(self, job: Job, delivered) -> None:
         extra = [node for node in self._known_holders(delivered) if node not in job.delivered]
@@ -191,7 +203,7 @@ class ReplicationMixin:
         if job is None or job.state != WAIT_REPL:
             return
         extra = job.more()
-        rtt = self.clock.now_ms() - extra.repl_added_at      # since it last asked
+        rtt = self._now_ms() - extra.repl_added_at      # since it last asked
         self.repl_rtt_ms += (rtt - self.repl_rtt_ms) / RTT_SMOOTHING
         confirmed = extra.confirmed
         confirmed.add(sender)
