@@ -102,8 +102,10 @@ def main(argv: list[str] | None = None) -> int:
         ours = {load: rate for label, load, rate, _ in rows if label == DisqueServer.label}
         for row in rows:
             row.append(f"{ours[row[1]] / row[2]:.2f}x" if row[0] != DisqueServer.label else "")
-    print_table(["server", "load", "ADDJOB/s", "node0 CPU", "disque-py / this"], rows,
-                title=f"median of {rounds} round(s)")
+    headers = ["server", "load", "ADDJOB/s", "node0 CPU"]
+    if len(kinds) == 2:
+        headers.append("disque-py / this")
+    print_table(headers, rows, title=f"median of {rounds} round(s)")
     print_commands(commands_run)
     return 0
 
