@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
 from disque_py.resp import Raw
 
 
-class Park(NamedTuple):
+class Park:
     """The client waits; the core will answer it through an Unblock effect.
 
     Until then the connection runs none of the client's later commands, as
@@ -15,10 +13,15 @@ class Park(NamedTuple):
     (ADDJOB waiting for its copies), the ADDJOBs right behind it in the
     pipeline run too, so a pipelined producer waits for one replication
     round trip per batch instead of one per job. Replies keep their order.
+    (A plain slotted class: one is made per replicated ADDJOB, and a
+    NamedTuple's constructor costs a Python-level call more.)
     """
 
-    waiter: object
-    overlaps: bool = False
+    __slots__ = ("waiter", "overlaps")
+
+    def __init__(self, waiter, overlaps: bool = False) -> None:
+        self.waiter = waiter
+        self.overlaps = overlaps
 
 
 

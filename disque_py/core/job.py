@@ -268,6 +268,13 @@ def serialize_job(job: Job, now_s: int | None = None) -> bytes:
     ))
 
 
+# Every copy of a replicated job is decoded here, so: records are built with
+# tuple.__new__ (NamedTuple's generated __new__ costs a Python call), and
+# the holders' IDs are read by one precompiled struct for the usual counts.
+_new_tuple = tuple.__new__
+_NODE_IDS = [struct.Struct("40s" * count) for count in range(8)]
+
+
 def deserialize_job(data: bytes, now_s: int | None = None) -> JobRecord:
     """Parse serialize_job's bytes; with `now_s`, a message's relative time
     becomes absolute. ValueError on anything malformed."""
@@ -285,7 +292,8 @@ def deserialize_job(data: bytes, now_s: int | None = None) -> JobRecord:
             pos += body_len
         (count,) = _U16.unpack_from(data, pos)
         pos += 2
-        delivered = tuple(data[pos + 40 * i:pos + 40 * (i + 1)] for i in range(count))
+        layout = _NODE_IDS[count] if count < 8 else struct.Struct("40s" * count)
+        delivered = layout.unpack_from(data, pos)
         pos += 40 * count
     except struct.error as error:
         raise ValueError(f"truncated job: {error}") from None
@@ -296,8 +304,8 @@ def deserialize_job(data: bytes, now_s: int | None = None) -> JobRecord:
         raise ValueError("bad job ID or state")
     if now_s is not None:
         etime += now_s
-    return JobRecord(job_id, state, flags, repl, ctime, etime, delay, retry, nacks,
-                     deliveries, queue, body, delivered)
+    return _new_tuple(JobRecord, (job_id, state, flags, repl, ctime, etime, delay, retry,
+                                  nacks, deliveries, queue, body, delivered))
 
 
 def deserialize_jobs(blobs, now_s: int):
