@@ -17,7 +17,7 @@ import time
 
 from disque_py import DISQUE_VERSION
 from disque_py.commands import info as info_sections
-from disque_py.commands.args import int_or_error, parse_int
+from disque_py.commands.args import c_string, int_or_error, parse_int
 from disque_py.commands.cluster import hello_nodes
 from disque_py.commands.context import NO_REPLY
 from disque_py.errors import (NOAUTH_MESSAGE, SYNTAX_ERROR, CommandError, NoAuthError,
@@ -144,8 +144,8 @@ def config(server, session, argv):
         raise CommandError("Wrong number of arguments for CONFIG %s" % argv[1].decode("latin-1"))
     if sub == b"get":
         return server.config.get_matching(argv[2])
-    if sub == b"set":
-        server.config.set(argv[2], argv[3])
+    if sub == b"set":        # Disque reads both as C strings: a NUL ends them
+        server.config.set(c_string(argv[2]), c_string(argv[3]))
         return OK
     if sub == b"rewrite":
         server.config.rewrite()

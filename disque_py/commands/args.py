@@ -3,7 +3,8 @@ with a cursor that refuses leftovers.
 
 Disque parses integers with strtoll and rejects leading spaces and trailing
 garbage: "+5" and "007" are numbers, " 5" and "5s" are not, and "" reads as
-0. parse_int keeps those rules, so a client gets the same error for the
+0. It reads the argument as a C string, so a NUL ends it: "12\0x" is 12,
+"\0..." is 0. parse_int keeps those rules, so a client gets the same error for the
 same input. Job IDs are validated in bulk before anything is changed, so a
 command with one bad ID does nothing at all.
 """
@@ -31,11 +32,19 @@ def parse_int(value: bytes) -> int | None:
         return 0
     elif _STRTOLL.match(value):
         number = int(value)
+    elif b"\0" in value:
+        return parse_int(c_string(value))
     else:
         return None
     if number > INT64_MAX or number < INT64_MIN:
         return None
     return number
+
+
+def c_string(value: bytes) -> bytes:
+    """What C sees of an argument: the bytes before the first NUL."""
+    nul = value.find(b"\0")
+    return value if nul < 0 else value[:nul]
 
 
 def int_or_error(value: bytes, message: str = NOT_INTEGER) -> int:
@@ -57,6 +66,7 @@ def parse_timeout(value: bytes) -> int:
 
 def parse_cursor(value: bytes) -> int:
     """A QSCAN/JSCAN cursor as strtoul reads it; a negative one wraps, as in C."""
+    value = c_string(value)
     if not _STRTOUL.match(value):
         raise CommandError(INVALID_CURSOR)
     if not value:

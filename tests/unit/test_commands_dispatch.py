@@ -217,7 +217,7 @@ def test_addjob_last_option_wins(addjob, node):
     assert job.etime == START_MS // 1000 + 200
 
 
-@pytest.mark.parametrize("value", ["+5", "005", "5"])
+@pytest.mark.parametrize("value", ["+5", "005", "5", b"5\0junk"])
 def test_addjob_numbers_as_strtoll_reads_them(addjob, node, value):
     job = node.lookup(addjob(b"q", b"b", "RETRY", value))
     assert job.retry == 5
@@ -622,6 +622,17 @@ def test_qpeek_missing_or_empty_queue(wire):
 
 def test_qpeek_bad_count(wire):
     assert wire("QPEEK", "q", "abc") == NOT_INTEGER
+    assert wire("QPEEK", "q", b"x\0") == NOT_INTEGER
+
+
+def test_a_nul_ends_a_number_as_it_ends_a_c_string(wire, addjob):
+    # Disque reads numbers with strtoll on the C string: "\0..." is 0.
+    a = addjob(b"q", b"1")
+    assert wire("QPEEK", "q", b"1\0x") == b"*1\r\n" + job_reply(b"q", a, b"1")
+    assert wire("QPEEK", "q", b"\0\xff") == b"*0\r\n"
+    assert wire("QSCAN", b"0\0zz") == b"*2\r\n$1\r\n0\r\n*1\r\n$1\r\nq\r\n"
+    assert wire("CONFIG", "SET", b"hz\0x", b"12\0x") == b"+OK\r\n"
+    assert wire("CONFIG", "GET", "hz") == b"*2\r\n$2\r\nhz\r\n$2\r\n12\r\n"
 
 
 # -------------------------------------------------------------------- QSTAT
