@@ -10,9 +10,9 @@ means at least N. Flags are Disque's letters, shown by COMMAND:
 
 Unknown commands, wrong arity, missing AUTH, a full memory (for "m"
 commands) and a failing AOF (for "w" commands and PING, -MISCONF) are
-answered here, once, before any handler runs. A handler gets (server, session, argv),
-returns a reply value (see resp.py), a Park to answer later, or raises a
-DisqueError. It never touches a socket.
+answered here, once, before any handler runs. A handler gets (server,
+session, argv), returns a reply value (see resp.py), a Park to answer
+later, or raises a DisqueError. It never touches a socket.
 """
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ from typing import Callable
 from disque_py.errors import (NOAUTH_MESSAGE, OOM_MESSAGE, CommandError, DisqueError,
                               MisconfError, NoAuthError, OutOfMemoryError)
 from disque_py.commands import acks, admin, cluster, diagnostics, jobs, queues
-from disque_py.monitoring.latency import EVICTION_CYCLE
 
 FLAG_NAMES = (("w", "write"), ("r", "readonly"), ("m", "denyoom"), ("a", "admin"),
               ("l", "loading"), ("M", "skip_monitor"), ("F", "fast"))
@@ -103,15 +102,6 @@ def _disk_refusal(server) -> MisconfError | None:
 AOF_MISCONF = "Errors writing to the AOF file: %s"
 
 
-def free_memory(server) -> bool:
-    """The node's eviction pass, timed as Disque's eviction-cycle event."""
-    monitor = server.latency
-    began = monitor.begin()
-    fits = server.node.free_memory()
-    monitor.observe_since(EVICTION_CYCLE, began)
-    return fits
-
-
 def _refused(session, argv: list[bytes], error: DisqueError) -> DisqueError:
     """A command answered before its handler ran: marked so that its timing
     is not logged (Disque times only the commands it calls)."""
@@ -177,7 +167,7 @@ class CommandTable:
         node = server.node
         # Above 95% of maxmemory every command first tries to free memory
         # (Disque's freeMemoryIfNeeded); those that grow it need success.
-        memory_fits = node.used_memory <= node.memory_evict_at or free_memory(server)
+        memory_fits = node.used_memory <= node.memory_evict_at or server.free_memory()
         if command.denyoom and not memory_fits:
             return _refused(session, argv, OutOfMemoryError(OOM_MESSAGE))
         if command.needs_disk:

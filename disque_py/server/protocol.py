@@ -16,11 +16,13 @@ that arrived in one read, and answers them with one write. The rules it keeps:
     keeps sending is paused once PENDING_LIMIT commands are waiting.
   * Protocol errors: commands before the bad bytes run and are answered,
     then the error is written and only this connection is closed.
-  * Timing (SLOWLOG, LATENCY): one clock read per command, taken once its
-    reply is encoded; the run time is the distance from the read before
-    (the first command of a read: from the read that follows parsing).
-    Only a run of at least server.slow_after goes further, so a command
-    that is not slow costs a clock read and a comparison, nothing more.
+  * Timing (INFO commandstats, SLOWLOG, LATENCY): one clock read per
+    command, taken once its reply is encoded; the run time is the distance
+    from the read before (the first command of a read: from the read that
+    follows parsing). A command whose handler ran adds it to its
+    commandstats; only a run of at least server.slow_after goes further,
+    so a command that is not slow costs a clock read, two additions and a
+    comparison.
 """
 
 from __future__ import annotations

@@ -31,7 +31,6 @@ import time
 import traceback
 
 from disque_py import DISQUE_VERSION, log
-from disque_py.commands import free_memory
 from disque_py.commands.queues import render_outcome
 from disque_py.core.effects import AofDelJob, AofLoadJob, ToPeer, Unblock
 from disque_py.core.node import Node
@@ -89,7 +88,7 @@ class Runtime:
     def _set_maxmemory(self, limit: int) -> None:
         """A lower limit takes effect at once, as in Disque's CONFIG SET."""
         self.node.maxmemory = limit
-        free_memory(self.server)
+        self.server.free_memory()
 
     # ------------------------------------------------------------ start-up
 

@@ -21,7 +21,8 @@ import time
 
 from disque_py.commands import CommandTable
 from disque_py.core.node import Node
-from disque_py.monitoring.latency import COMMAND, FAST_COMMAND, LatencyMonitor
+from disque_py.monitoring.latency import (COMMAND, EVICTION_CYCLE, FAST_COMMAND,
+                                          LatencyMonitor)
 from disque_py.monitoring.slowlog import SlowLog
 
 NEVER_SLOW = float("inf")
@@ -123,6 +124,13 @@ class ServerState:
         self.latency = LatencyMonitor(config["latency-monitor-threshold"])
         self.slow_after = NEVER_SLOW     # seconds: commands this long reach command_took
         self._watch_diagnostics(config)
+
+    def free_memory(self) -> bool:
+        """The node's eviction pass, timed as Disque's eviction-cycle event."""
+        began = self.latency.begin()
+        fits = self.node.free_memory()
+        self.latency.observe_since(EVICTION_CYCLE, began)
+        return fits
 
     # ------------------------------------------------------- command timing
 
