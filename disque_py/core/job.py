@@ -255,16 +255,25 @@ def serialize_job(job: Job, now_s: int | None = None) -> bytes:
         etime = max(etime - now_s + 1, 1)
         flags &= ~FLAG_DELIVERED          # a local fact, not the receiver's
     repl, delay, retry = job.spec
-    body = job.body
-    queue = job.queue or b""
+    return _pack(job.id, job.state, flags, repl, job.ctime, etime, delay, retry,
+                 job.nacks, job.deliveries, job.queue or b"", job.body, job.delivered)
+
+
+def serialize_record(record: JobRecord) -> bytes:
+    """A parsed job's bytes again (absolute expire time: for the AOF)."""
+    return _pack(*record)
+
+
+def _pack(job_id, state, flags, repl, ctime, etime, delay, retry, nacks, deliveries,
+          queue, body, delivered) -> bytes:
     return b"".join((
-        _FIXED.pack(job.id, job.state, flags, repl, job.ctime, etime, delay, retry,
-                    min(job.nacks, COUNTER_MAX), min(job.deliveries, COUNTER_MAX), len(queue)),
+        _FIXED.pack(job_id, state, flags, repl, ctime, etime, delay, retry,
+                    min(nacks, COUNTER_MAX), min(deliveries, COUNTER_MAX), len(queue)),
         queue,
         _U32.pack(NO_BODY if body is None else len(body)),
         body or b"",
-        _U16.pack(len(job.delivered)),
-        *job.delivered,
+        _U16.pack(len(delivered)),
+        *delivered,
     ))
 
 

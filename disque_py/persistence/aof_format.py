@@ -20,13 +20,18 @@ against that end, so a record torn by a crash and followed by reserved
 space is a torn tail, as it would be at the end of the file.
 
 Upgrading the format means a new version number in the header; a reader
-refuses versions it does not know, naming them.
+refuses versions it does not know, naming them. A file without a header
+whose first record is Disque's is Disque 1.0's AOF: the reader hands its
+jobs on in this format (disque_aof.py), so the loader replays one format.
 """
 
 from __future__ import annotations
 
 import zlib
 from typing import Iterator, NamedTuple
+
+from disque_py.core.job import serialize_record
+from disque_py.persistence import disque_aof
 
 HEADER_COMMAND = b"DQPAOF"
 VERSION = 1
@@ -62,8 +67,7 @@ HEADER = encode(HEADER_COMMAND, b"%d" % VERSION)
 
 
 def load_job_record(serialized_job: bytes) -> bytes:
-    crc = b"%08x" % zlib.crc32(serialized_job)
-    return encode(b"LOADJOB", serialized_job, crc)
+    return encode(b"LOADJOB", serialized_job, _crc(serialized_job))
 
 
 def del_job_record(job_id: bytes) -> bytes:
@@ -71,27 +75,63 @@ def del_job_record(job_id: bytes) -> bytes:
 
 
 def check_crc(serialized_job: bytes, crc: bytes) -> bool:
-    return crc == b"%08x" % zlib.crc32(serialized_job)
+    return crc == _crc(serialized_job)
+
+
+def _crc(serialized_job: bytes) -> bytes:
+    return b"%08x" % zlib.crc32(serialized_job)
 
 
 def records(data: bytes | memoryview) -> Iterator[AofRecord]:
-    """Every record in `data`, header first; AofDamage at the first bad one."""
+    """Every record in `data`, header first; AofDamage at the first bad one.
+    A file Disque wrote has no header, and its LOADJOBs come out in this
+    format (see disque_aof.py)."""
     # Reserved zero bytes must not pass for a torn record's missing tail.
-    pos, end = 0, data_end(data)
-    first = True
-    while pos < end:
-        record = _read_record(data, pos, end)
-        if first:
-            _check_header(record)
-            first = False
-        elif record.argv[0].upper() == b"LOADJOB":
-            if len(record.argv) != 3 or not check_crc(record.argv[1], record.argv[2]):
-                raise AofDamage(pos, "LOADJOB record fails its checksum",
-                                torn=record.end >= end)
-        yield record
-        pos = record.end
-    if first:
+    end = data_end(data)
+    if end == 0:
         raise AofDamage(0, "empty file: no header", torn=True)
+    record = _read_record(data, 0, end)
+    if disque_aof.is_disque_record(record.argv):
+        yield from _disque_records(data, record, end)
+        return
+    _check_header(record)
+    while True:
+        yield record
+        if record.end >= end:
+            return
+        record = _read_record(data, record.end, end)
+        argv = record.argv
+        if argv[0].upper() == b"LOADJOB" and (len(argv) != 3 or not check_crc(argv[1], argv[2])):
+            raise AofDamage(record.offset, "LOADJOB record fails its checksum",
+                            torn=record.end >= end)
+
+
+def written_by_disque(data: bytes | memoryview) -> bool:
+    """Whether the file is an AOF of Disque 1.0 (no header, Disque's records)."""
+    end = data_end(data)
+    try:
+        return end > 0 and disque_aof.is_disque_record(_read_record(data, 0, end).argv)
+    except AofDamage:
+        return False
+
+
+def _disque_records(data, record: AofRecord, end: int) -> Iterator[AofRecord]:
+    while True:
+        argv = record.argv
+        if not disque_aof.is_disque_record(argv):
+            raise AofDamage(record.offset, "not a Disque LOADJOB or DELJOB record",
+                            torn=False)
+        if argv[0].upper() == disque_aof.LOADJOB:
+            try:
+                job = serialize_record(disque_aof.parse_job(argv[1]))
+            except ValueError as error:
+                raise AofDamage(record.offset, f"malformed LOADJOB ({error})",
+                                torn=False) from None
+            record = AofRecord(record.offset, record.end, [b"LOADJOB", job, _crc(job)])
+        yield record
+        if record.end >= end:
+            return
+        record = _read_record(data, record.end, end)
 
 
 def data_end(data: bytes | memoryview) -> int:
@@ -109,7 +149,8 @@ def data_end(data: bytes | memoryview) -> int:
 def _check_header(record: AofRecord) -> None:
     argv = record.argv
     if len(argv) != 2 or argv[0] != HEADER_COMMAND:
-        raise AofDamage(0, "not a disque-py AOF (no DQPAOF header)", torn=False)
+        raise AofDamage(0, "neither a disque-py AOF (no DQPAOF header) nor a Disque one",
+                        torn=False)
     if argv[1] != b"%d" % VERSION:
         raise AofDamage(0, "AOF format version %s is not supported (this server reads "
                         "version %d)" % (argv[1].decode("latin-1"), VERSION), torn=False)

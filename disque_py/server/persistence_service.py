@@ -6,7 +6,9 @@ DELJOB is the ordinary command. A torn last record is dropped (and cut off
 the file) when aof-load-truncated is yes; any other damage stops the start
 with its byte offset. With aof-enqueue-jobs-once the file is loaded even
 when the AOF is off, queued jobs come back queued, and the option turns
-itself off in the config file.
+itself off in the config file. An AOF written by Disque 1.0 loads too
+(its upgrade path: a controlled restart into new software) and, with the
+AOF on, is rewritten in this server's format before anything is appended.
 
 While running it carries the core's AofLoadJob/AofDelJob effects to the
 writer, holds back replies until their records are fsynced (appendfsync
@@ -34,6 +36,7 @@ from disque_py.persistence.aof import OFF, ON, WAIT_REWRITE, AofWriter
 from disque_py.persistence.rewrite import Rewrite, remove_leftovers
 
 LOADJOB_ONLY_FROM_AOF = "LOADJOB is a special command only processed from AOF"
+DISQUE_BACKUP_SUFFIX = ".disque-1.0"   # where a converted Disque AOF is kept
 
 
 class StartupError(Exception):
@@ -58,29 +61,55 @@ class PersistenceService:
         config = self.config
         remove_leftovers(self.path)
         enqueue_once = config["aof-enqueue-jobs-once"]
-        data_end = 0
+        data_end, from_disque = 0, False
         if (config["appendonly"] or enqueue_once) and os.path.exists(self.path):
-            data_end = self._load(enqueue_once)
+            data_end, from_disque = self._load(enqueue_once)
             if enqueue_once:
                 self._turn_off_enqueue_once()
         self.writer = AofWriter(self.path, config["appendfsync"], loop,
                                 latency=self.server.latency)
         if config["appendonly"]:
+            if from_disque:
+                data_end = self._convert_disque_file()
             self.writer.open(data_end)
         self._follow_writer()
 
-    def _load(self, enqueue: bool) -> int:
-        """Replay the file; returns where its last whole record ends."""
+    def _load(self, enqueue: bool) -> tuple[int, bool]:
+        """Replay the file; returns where its last whole record ends and
+        whether Disque wrote it."""
         with open(self.path, "r+b") as handle:
             if os.fstat(handle.fileno()).st_size == 0:
-                return 0
+                return 0, False
             with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as data:
+                from_disque = aof_format.written_by_disque(data)
                 end, loaded = self._replay(data, enqueue)
                 damaged = end < aof_format.data_end(data)
             if damaged:
                 handle.truncate(end)
-        log.notice("DB loaded from append only file: %d jobs", loaded)
-        return end
+        log.notice("DB loaded from append only file: %d jobs%s", loaded,
+                   " (written by Disque 1.0)" if from_disque else "")
+        return end, from_disque
+
+    def _convert_disque_file(self) -> int:
+        """Rewrite a loaded Disque AOF in this server's format before any
+        record is appended to it; the original stays as DISQUE_BACKUP_SUFFIX.
+        Returns the new file's size."""
+        backup = self.path + DISQUE_BACKUP_SUFFIX
+        try:
+            os.link(self.path, backup)
+        except FileExistsError:
+            pass                              # a conversion interrupted earlier
+        except OSError as error:
+            raise StartupError(f"Cannot keep the Disque AOF as {backup}: "
+                               f"{error.strerror}") from None
+        try:
+            self.rewrite_now()
+        except OSError as error:
+            raise StartupError(f"Cannot rewrite the Disque AOF {self.path} in this "
+                               f"server's format: {error.strerror}") from None
+        log.notice("The AOF written by Disque was rewritten in disque-py's format; "
+                   "the original is kept as %s", backup)
+        return os.path.getsize(self.path)
 
     def _replay(self, data, enqueue: bool) -> tuple[int, int]:
         session = self.server.new_session("aof-loader")
@@ -91,8 +120,8 @@ class PersistenceService:
         try:
             for record in aof_format.records(data):
                 end = record.end
-                if record.offset == 0:
-                    continue                  # the header
+                if record.argv[0] == aof_format.HEADER_COMMAND:
+                    continue
                 reply = dispatch(self.server, session, record.argv)
                 if isinstance(reply, CommandError):
                     raise StartupError(f"Bad record in the AOF {self.path} at byte offset "
