@@ -12,6 +12,10 @@
   disque-py chaos [--nodes N] [--duration S] [--seed N] ...
       The real-process fault checker (disque_py/chaos/); exit status 1 when
       an acknowledged job was lost or a server crashed.
+  disque [redis-cli options] [command ...]
+      Disque's command-line client, which is redis-cli with 7711 as its
+      default port: this one runs redis-cli so (a -p, -u or -s given
+      overrides the port, as redis-cli reads its options in order).
 """
 
 from __future__ import annotations
@@ -37,6 +41,21 @@ Examples:
        disque-server --port 7777
        disque-server /etc/mydisque.conf --loglevel verbose
 """
+
+
+DEFAULT_PORT = "7711"
+REDIS_CLI = "redis-cli"
+
+
+def client_main(argv: list[str] | None = None) -> None:
+    """The `disque` command-line client."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    try:
+        os.execvp(REDIS_CLI, [REDIS_CLI, "-p", DEFAULT_PORT, *args])
+    except FileNotFoundError:
+        print("disque: redis-cli is needed (Debian/Ubuntu: apt install redis-tools)",
+              file=sys.stderr)
+        sys.exit(127)
 
 
 def server_main(argv: list[str] | None = None) -> None:
