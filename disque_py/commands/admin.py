@@ -17,9 +17,9 @@ import time
 
 from disque_py import DISQUE_VERSION
 from disque_py.commands import info as info_sections
-from disque_py.commands.args import c_string, int_or_error, parse_int
+from disque_py.commands.args import c_string, int_or_error, parse_int, parse_timeout
 from disque_py.commands.cluster import hello_nodes
-from disque_py.commands.context import NO_REPLY
+from disque_py.commands.context import NO_REPLY, REPLY_OFF, REPLY_SKIP_NEXT
 from disque_py.errors import (NOAUTH_MESSAGE, SYNTAX_ERROR, CommandError, NoAuthError,
                               NoProtoError, WrongPassError)
 from disque_py.resp import OK, PONG, Raw, encode
@@ -156,9 +156,15 @@ def config(server, session, argv):
 
 
 def client(server, session, argv):
-    """CLIENT LIST | KILL ... | SETNAME name | GETNAME | SETINFO attr value"""
+    """CLIENT LIST | KILL ... | SETNAME name | GETNAME | REPLY ON|OFF|SKIP |
+    PAUSE ms | SETINFO attr value"""
     sub = argv[1].lower()
     argc = len(argv)
+    if sub == b"reply" and argc == 3:
+        return _client_reply(session, argv[2].lower())
+    if sub == b"pause" and argc == 3:
+        server.pause_clients(parse_timeout(argv[2]))
+        return OK
     if sub == b"list" and argc == 2:
         return "".join(_client_line(server, other) + "\n"
                        for other in server.clients.values()).encode()
@@ -179,6 +185,22 @@ def client(server, session, argv):
             session.lib_ver = argv[3]
         return OK
     raise CommandError(CLIENT_SYNTAX)
+
+
+def _client_reply(session, mode: bytes):
+    """ON answers OK; OFF and SKIP answer nothing (their own reply is the
+    first one they drop)."""
+    if mode == b"on":
+        session.reply_flags = 0
+        return OK
+    if mode == b"off":
+        session.reply_flags |= REPLY_OFF
+    elif mode == b"skip":
+        if not session.reply_flags & REPLY_OFF:
+            session.reply_flags |= REPLY_SKIP_NEXT
+    else:
+        raise CommandError(SYNTAX_ERROR)
+    return NO_REPLY
 
 
 def _set_client_name(session, name: bytes) -> None:

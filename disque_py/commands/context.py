@@ -1,4 +1,5 @@
-"""Reply markers a handler returns when it cannot answer yet."""
+"""Reply markers a handler returns when it cannot answer yet, or not at
+all, and the CLIENT REPLY flags that decide whether a reply is written."""
 
 from __future__ import annotations
 
@@ -24,7 +25,21 @@ class Park:
         self.overlaps = overlaps
 
 
-
 # Nothing to write now: SHUTDOWN (answered by the runtime only if it fails),
 # MONITOR sent twice (Disque stays silent).
 NO_REPLY = Raw(b"")
+
+# Session.reply_flags (CLIENT REPLY), as Disque keeps them: SKIP_NEXT is set
+# by CLIENT REPLY SKIP and becomes SKIP once that command is done, so the
+# reply of the command after it is dropped, whatever that command is.
+REPLY_OFF = 1
+REPLY_SKIP_NEXT = 2
+REPLY_SKIP = 4
+REPLY_MUTED = REPLY_OFF | REPLY_SKIP
+
+
+def reply_flags_after_command(flags: int) -> int:
+    """The flags for the next command, once one command is done."""
+    if flags & REPLY_SKIP_NEXT:
+        return (flags & ~REPLY_SKIP_NEXT) | REPLY_SKIP
+    return flags & ~REPLY_SKIP

@@ -33,7 +33,8 @@ import time
 from collections import deque
 
 from disque_py import log
-from disque_py.commands.context import Park
+from disque_py.commands.context import (REPLY_MUTED, REPLY_OFF, Park,
+                                        reply_flags_after_command)
 from disque_py.persistence.aof import ON as AOF_ON
 from disque_py.resp import Raw, RequestReader, encode, encode_into
 
@@ -95,6 +96,7 @@ class ClientConnection(asyncio.Protocol):
         if session is not None:
             self.server.drop_session(session)
             session.conn = None
+        self.server.paused_conns.discard(self)
         self.pending = None
         self.transport = None
         self.runtime.after_commands()
@@ -117,6 +119,11 @@ class ClientConnection(asyncio.Protocol):
                 self._queue_pending(commands)
                 return
         if commands:
+            if server.paused_until and server.clients_paused():
+                self.pending = deque()
+                self._queue_pending(commands)
+                self._wait_for_unpause()
+                return
             self._run(commands, now)
         if self.reader.error is not None and self.pending is None:
             self._fail(self.reader.error)
@@ -146,14 +153,17 @@ class ClientConnection(asyncio.Protocol):
             ran += 1
             name = argv[0]
             if len(name) == 4 and name.lower() == b"quit":
-                out.append(QUIT_OK)
+                if not session.reply_flags & REPLY_MUTED:
+                    out.append(QUIT_OK)
                 close_after = True
                 break
             reply = dispatch(server, session, argv)
             if node.ready:
                 node.serve_ready()
             kind = type(reply)
-            if kind is Raw:
+            if session.reply_flags and _muted(session, kind):
+                pass
+            elif kind is Raw:
                 out.append(reply)
             elif kind is not Park:
                 encode_into(out, reply)
@@ -175,6 +185,10 @@ class ClientConnection(asyncio.Protocol):
                         continue
                     self._overlapping = True
                 self.pending = deque(commands[ran:])
+                break
+            if server.paused_until and ran < total and server.clients_paused():
+                self.pending = deque(commands[ran:])        # CLIENT PAUSE
+                self._wait_for_unpause()
                 break
         server.stats.commands_processed += ran
         if out and self._order is not None:
@@ -210,7 +224,7 @@ class ClientConnection(asyncio.Protocol):
         slot = self.session.waiting.pop(waiter, None)
         if self.closing or slot is None:
             return False
-        slot[0] = encode(reply)
+        slot[0] = b"" if self.session.reply_flags & REPLY_OFF else encode(reply)
         return True
 
     def flush_resumed(self) -> None:
@@ -228,8 +242,20 @@ class ClientConnection(asyncio.Protocol):
             self.pending = None         # nothing queued behind: unparked now
             self._overlapping = False
             return
-        self._resume_scheduled = True
-        asyncio.get_running_loop().call_soon(self._run_pending)
+        self._schedule_pending()
+
+    def _schedule_pending(self) -> None:
+        if not self._resume_scheduled and not self.closing:
+            self._resume_scheduled = True
+            asyncio.get_running_loop().call_soon(self._run_pending)
+
+    def _wait_for_unpause(self) -> None:
+        """Stop here until CLIENT PAUSE is over (`pending` holds the rest)."""
+        server = self.server
+        server.paused_conns.add(self)
+        if server.unpause_timer is None:
+            server.unpause_timer = asyncio.get_running_loop().call_later(
+                server.paused_until - _clock(), _unpause, server)
 
     def _flush_order(self) -> None:
         order = self._order
@@ -245,6 +271,9 @@ class ClientConnection(asyncio.Protocol):
         self._resume_scheduled = False
         pending = self.pending
         if self.closing or pending is None or self.session.waiting:
+            return
+        if self.server.paused_until and self.server.clients_paused():
+            self._wait_for_unpause()
             return
         self.pending = None
         self._overlapping = False
@@ -310,7 +339,7 @@ class ClientConnection(asyncio.Protocol):
 
     def send(self, payload: bytes) -> None:
         """Bytes from elsewhere (MONITOR feed)."""
-        if not self.closing:
+        if not self.closing and not self.session.reply_flags & REPLY_OFF:
             self.server.stats.net_output_bytes += len(payload)
             self.transport.write(payload)
 
@@ -335,6 +364,27 @@ class ClientConnection(asyncio.Protocol):
         killed itself is closed by _run once its reply is written."""
         if not self._running:
             self._close()
+
+
+def _muted(session, kind) -> bool:
+    """CLIENT REPLY: whether this command's reply is dropped; moves the
+    flags on to the next command. A parked command's reply is judged when
+    it comes (resume): Disque drops it only if replies are still OFF."""
+    flags = session.reply_flags
+    session.reply_flags = reply_flags_after_command(flags)
+    return kind is not Park and bool(flags & REPLY_MUTED)
+
+
+def _unpause(server) -> None:
+    """CLIENT PAUSE is over (or was extended: wait again)."""
+    server.unpause_timer = None
+    if server.clients_paused():
+        server.unpause_timer = asyncio.get_running_loop().call_later(
+            server.paused_until - _clock(), _unpause, server)
+        return
+    waiting, server.paused_conns = server.paused_conns, set()
+    for conn in waiting:
+        conn._schedule_pending()
 
 
 def _format_addr(addr) -> str:

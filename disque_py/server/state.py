@@ -70,7 +70,7 @@ class Session:
     __slots__ = ("id", "addr", "laddr", "fd", "name", "authenticated", "created",
                  "last_interaction", "last_command", "monitor", "lib_name", "lib_ver",
                  "kill_requested", "waiting", "conn", "resp3", "aof_loader", "enqueue_loaded",
-                 "refused")
+                 "refused", "reply_flags")
 
     def __init__(self, client_id: int, addr: str = "", laddr: str = "", fd: int = -1,
                  conn=None) -> None:
@@ -93,6 +93,7 @@ class Session:
         self.aof_loader = False     # the session replaying the AOF (may LOADJOB)
         self.enqueue_loaded = False
         self.refused = None         # argv of the last command refused before its handler
+        self.reply_flags = 0        # CLIENT REPLY: REPLY_OFF, REPLY_SKIP_NEXT, REPLY_SKIP
 
 
 class ServerState:
@@ -119,6 +120,12 @@ class ServerState:
         self.cluster = None                          # the ClusterService, when running
         self.persistence = None                      # the PersistenceService, when running
         self.kills: list[Session] = []               # clients CLIENT KILL asked to close
+        # CLIENT PAUSE: no client command runs before this (time.monotonic());
+        # the connections that stopped for it and the timer that wakes them
+        # belong to the connections (server/protocol.py).
+        self.paused_until = 0.0
+        self.paused_conns: set = set()
+        self.unpause_timer = None
         self.feed_monitors = lambda session, argv: None   # the runtime installs the real one
         self.slowlog = SlowLog(config["slowlog-log-slower-than"], config["slowlog-max-len"])
         self.latency = LatencyMonitor(config["latency-monitor-threshold"])
@@ -162,6 +169,18 @@ class ServerState:
         duration_us = round(seconds * 1_000_000)
         self.latency.observe(FAST_COMMAND if command.fast else COMMAND, duration_us // 1000)
         self.slowlog.offer(argv, duration_us)
+
+    def pause_clients(self, milliseconds: int) -> None:
+        """CLIENT PAUSE: a later end extends a pause; an earlier one does not
+        shorten it; 0 pauses nothing."""
+        if milliseconds > 0:
+            self.paused_until = max(self.paused_until, time.monotonic() + milliseconds / 1000)
+
+    def clients_paused(self) -> bool:
+        """Whether client commands must wait now (a pause that is over is cleared)."""
+        if self.paused_until and time.monotonic() >= self.paused_until:
+            self.paused_until = 0.0
+        return self.paused_until != 0.0
 
     def new_session(self, addr: str = "", laddr: str = "", fd: int = -1, conn=None) -> Session:
         session = Session(self.next_client_id, addr, laddr, fd, conn)
