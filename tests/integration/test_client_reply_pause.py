@@ -124,3 +124,13 @@ def test_a_client_that_leaves_during_a_pause_harms_no_one(server):
     # Its command was read during the pause and dropped with the connection,
     # as Disque drops a closed client's query buffer.
     assert server.client().execute_command("QLEN", "q") == 0
+
+
+def test_a_monitor_with_replies_off_gets_no_feed(server):
+    monitor = RawClient(server.port)
+    monitor.send(encode_command("CLIENT", "REPLY", "OFF") + encode_command("MONITOR"))
+    assert monitor.read_all(0.2) == b""
+    assert RawClient(server.port).call("PING") == b"+PONG\r\n"
+    assert monitor.read_all(0.3) == b""
+    monitor.send(encode_command("CLIENT", "REPLY", "ON"))
+    assert monitor.read_reply() == b"+OK\r\n"
