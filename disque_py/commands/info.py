@@ -12,6 +12,7 @@ maxmemory policy uses.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import platform
 import resource
@@ -20,6 +21,9 @@ import sys
 from disque_py import DISQUE_VERSION, __version__
 
 _PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
+# Disque's build id is a hash of what it was built from; ours, of what runs.
+BUILD_ID = hashlib.sha1(f"{__version__} {sys.version} {platform.machine()}".encode()
+                        ).hexdigest()[:16]
 
 
 def process_rss() -> int:
@@ -49,6 +53,7 @@ def _server(srv) -> list[tuple[str, object]]:
         ("disque_py_version", __version__),
         ("disque_git_sha1", "00000000"),
         ("disque_git_dirty", 0),
+        ("disque_build_id", BUILD_ID),
         ("os", f"{uname.system} {uname.release} {uname.machine}"),
         ("arch_bits", 64 if sys.maxsize > 2 ** 32 else 32),
         ("multiplexing_api", "uvloop"),
@@ -129,7 +134,10 @@ def _stats(srv) -> list[tuple[str, object]]:
         ("instantaneous_ops_per_sec", stats.instantaneous_ops),
         ("total_net_input_bytes", stats.net_input_bytes),
         ("total_net_output_bytes", stats.net_output_bytes),
+        ("instantaneous_input_kbps", f"{stats.instantaneous_input_kbps:.2f}"),
+        ("instantaneous_output_kbps", f"{stats.instantaneous_output_kbps:.2f}"),
         ("rejected_connections", stats.rejected_connections),
+        ("latest_fork_usec", 0),            # nothing here forks (rewrites run in-process)
         ("total_jobs_created", srv.node.stats_jobs_created),
     ]
 

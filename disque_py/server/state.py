@@ -26,12 +26,16 @@ from disque_py.monitoring.latency import (COMMAND, EVICTION_CYCLE, FAST_COMMAND,
 from disque_py.monitoring.slowlog import SlowLog
 
 NEVER_SLOW = float("inf")
+RATE_SAMPLES = 16
 
 
 class Stats:
+    """Counters for INFO stats, and the instantaneous rates Disque shows:
+    each the mean of the last RATE_SAMPLES cron samples."""
+
     __slots__ = ("connections_received", "commands_processed", "net_input_bytes",
-                 "net_output_bytes", "rejected_connections", "ops_samples",
-                 "ops_sample_time", "ops_sample_count")
+                 "net_output_bytes", "rejected_connections", "_samples", "_sample_time",
+                 "_sampled_totals")
 
     def __init__(self) -> None:
         self.reset()
@@ -42,26 +46,42 @@ class Stats:
         self.net_input_bytes = 0
         self.net_output_bytes = 0
         self.rejected_connections = 0
-        self.ops_samples: list[int] = []
-        self.ops_sample_time = time.monotonic()
-        self.ops_sample_count = 0
+        # per second: (commands, input bytes, output bytes)
+        self._samples: list[tuple[float, float, float]] = []
+        self._sample_time = time.monotonic()
+        self._sampled_totals = (0, 0, 0)
+
+    def _totals(self) -> tuple[int, int, int]:
+        return self.commands_processed, self.net_input_bytes, self.net_output_bytes
 
     def sample_ops(self) -> None:
-        """Called from the cron: one instantaneous ops/sec sample."""
+        """Called from the cron: one sample of each instantaneous rate."""
         now = time.monotonic()
-        elapsed = now - self.ops_sample_time
+        elapsed = now - self._sample_time
         if elapsed <= 0:
             return
-        rate = int((self.commands_processed - self.ops_sample_count) / elapsed)
-        self.ops_samples.append(rate)
-        del self.ops_samples[:-16]
-        self.ops_sample_time = now
-        self.ops_sample_count = self.commands_processed
+        totals = self._totals()
+        self._samples.append(tuple((total - before) / elapsed for total, before
+                                   in zip(totals, self._sampled_totals)))
+        del self._samples[:-RATE_SAMPLES]
+        self._sample_time = now
+        self._sampled_totals = totals
+
+    def _mean_rate(self, index: int) -> float:
+        samples = self._samples
+        return sum(sample[index] for sample in samples) / len(samples) if samples else 0.0
 
     @property
     def instantaneous_ops(self) -> int:
-        samples = self.ops_samples
-        return sum(samples) // len(samples) if samples else 0
+        return int(self._mean_rate(0))
+
+    @property
+    def instantaneous_input_kbps(self) -> float:
+        return self._mean_rate(1) / 1024
+
+    @property
+    def instantaneous_output_kbps(self) -> float:
+        return self._mean_rate(2) / 1024
 
 
 class Session:

@@ -243,6 +243,35 @@ def test_info_has_disques_field_names(server):
     assert parsed["registered_jobs"] == 1
 
 
+# INFO stats as Disque 1.0-rc1 lists it (ours adds total_jobs_created last).
+DISQUE_STATS_FIELDS = ["total_connections_received", "total_commands_processed",
+                       "instantaneous_ops_per_sec", "total_net_input_bytes",
+                       "total_net_output_bytes", "instantaneous_input_kbps",
+                       "instantaneous_output_kbps", "rejected_connections", "latest_fork_usec"]
+
+
+def test_info_stats_has_disques_fields_in_order_and_live_rates(server):
+    raw = server.raw()
+    fields = list(info_fields(info_text(raw, "stats")))
+    assert fields[:len(DISQUE_STATS_FIELDS)] == DISQUE_STATS_FIELDS
+    assert re.fullmatch(r"[0-9a-f]{16}", info_fields(info_text(raw, "server"))["disque_build_id"])
+
+    def rates_under_load():
+        raw.send(encode_command("PING") * 200)
+        for _ in range(200):
+            raw.read_reply()
+        stats = info_fields(info_text(raw, "stats"))
+        if int(stats["instantaneous_ops_per_sec"]) > 0 and \
+                float(stats["instantaneous_input_kbps"]) > 0 and \
+                float(stats["instantaneous_output_kbps"]) > 0:
+            return stats
+        return None
+
+    stats = wait_for(rates_under_load, message="instantaneous rates to show the load")
+    assert re.fullmatch(r"\d+\.\d\d", stats["instantaneous_input_kbps"])
+    assert stats["latest_fork_usec"] == "0"
+
+
 CMDSTAT = re.compile(r"cmdstat_(\w+):calls=(\d+),usec=(\d+),usec_per_call=(\d+\.\d\d)")
 
 
