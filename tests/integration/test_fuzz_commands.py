@@ -7,7 +7,8 @@ one well-formed reply, the connection must stay usable, and the server log
 must show no unexpected error (an exception escaping a handler is logged
 as "Unexpected error" and drops the client: that is a bug here).
 Commands that end the connection or the process (QUIT, SHUTDOWN, DEBUG
-SEGFAULT-style requests, MONITOR, CLIENT KILL) are left out on purpose.
+SEGFAULT-style requests, MONITOR, CLIENT KILL, CLIENT PAUSE and CLIENT REPLY)
+are left out on purpose.
 """
 
 from __future__ import annotations
@@ -36,9 +37,11 @@ NUMBERS = [b"0", b"1", b"-1", b"2", b"16", b"100", b"65535", b"65536", b"3600",
            b"9223372036854775807", b"9223372036854775808", b"-9223372036854775808",
            b"1e3", b"0x10", b" 1", b"", b"00", b"+5"]
 QUEUES = [b"q", b"fuzz", b"", b"\x00\xff", b"q" * 300]
-# Commands whose random arguments could stop the server or this client.
+# Commands whose random arguments could stop the server or this client, or
+# silence replies the fuzzer counts on.
 UNSAFE = {(b"DEBUG", b"SLEEP"), (b"CLUSTER", b"RESET"), (b"CONFIG", b"SET"),
-          (b"CONFIG", b"REWRITE"), (b"CLIENT", b"KILL"), (b"CLUSTER", b"MEET")}
+          (b"CONFIG", b"REWRITE"), (b"CLIENT", b"KILL"), (b"CLUSTER", b"MEET"),
+          (b"CLIENT", b"PAUSE"), (b"CLIENT", b"REPLY")}
 
 
 def random_token(rng: random.Random, ids: list[bytes]) -> bytes:
