@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import mmap
 import os
+import shutil
 import time
 
 from disque_py import log
@@ -96,9 +97,8 @@ class PersistenceService:
         Returns the new file's size."""
         backup = self.path + DISQUE_BACKUP_SUFFIX
         try:
-            os.link(self.path, backup)
-        except FileExistsError:
-            pass                              # a conversion interrupted earlier
+            if not os.path.exists(backup):    # else: a conversion interrupted earlier
+                _keep_copy(self.path, backup)
         except OSError as error:
             raise StartupError(f"Cannot keep the Disque AOF as {backup}: "
                                f"{error.strerror}") from None
@@ -314,3 +314,11 @@ class PersistenceService:
 
     def info(self) -> list[tuple[str, object]]:
         return self.writer.info()
+
+
+def _keep_copy(path: str, backup: str) -> None:
+    """A hard link costs nothing; a filesystem without them gets a copy."""
+    try:
+        os.link(path, backup)
+    except OSError:
+        shutil.copy2(path, backup)
