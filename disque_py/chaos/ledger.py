@@ -5,7 +5,9 @@ unique per job: a delivery is matched to its ADDJOB by body, so even jobs
 whose ADDJOB got no answer are recognised), every delivery, NACK and
 acknowledged ACKJOB, and the checks run over that record at the end:
 
-  lost          ADDJOB answered with an ID, never delivered;
+  lost          ADDJOB answered with an ID, and never delivered, or NACKed
+                and never delivered again (a NACK hands the job back: it is
+                owed a delivery as much as a new one);
   after-ack     a GETJOB sent after an ACKJOB of the same job was answered
                 returned the job again (reported apart: Disque allows it
                 when a copy missed the ack, for example on a node that was
@@ -48,6 +50,15 @@ class JobRecord:
     nacks: int = 0
     acked_at: float | None = None   # first ACKJOB answered
     acked_on: int | None = None     # by this node
+
+    @property
+    def owed_delivery(self) -> bool:
+        """Added, not acknowledged, and no delivery since its last NACK
+        (counting never delivered, never NACKed). Deliveries are counted,
+        not ordered: a consumer records its NACK after the node answered,
+        and another consumer may record the redelivery before that."""
+        return self.added_at is not None and self.acked_at is None \
+            and len(self.deliveries) <= self.nacks
 
     @property
     def unrequested_redeliveries(self) -> int:
@@ -122,10 +133,10 @@ class Ledger:
     # ---------------------------------------------------------- progress
 
     def undelivered(self) -> int:
-        """Jobs whose ADDJOB returned an ID and that no consumer got yet."""
+        """Jobs whose ADDJOB returned an ID that a consumer is still owed
+        (never delivered, or NACKed since their last delivery)."""
         with self._lock:
-            return sum(1 for r in self._jobs.values() if r.added_at is not None
-                       and not r.deliveries)
+            return sum(1 for r in self._jobs.values() if r.owed_delivery)
 
     def unacked(self) -> int:
         """Delivered jobs no ACKJOB was answered for yet."""
@@ -147,7 +158,7 @@ class Ledger:
             records = list(self._jobs.values())
             wrong = list(self._strangers)
         added = [r for r in records if r.added_at is not None]
-        lost = [r for r in added if not r.deliveries]
+        lost = [r for r in added if r.owed_delivery]
         after_ack = [(r, d) for r in records if r.acked_at is not None
                      for d in r.deliveries if d.asked_at > r.acked_at]
         wrong += [problem for r in records for problem in _mismatches(r)]

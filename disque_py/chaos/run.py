@@ -249,7 +249,8 @@ class Run:
         faults = self._faults_text(record.added_at - FAULT_CONTEXT_S, time.monotonic())
         return LostJob(record.job_id, record.body, record.queue,
                        record.added_at - self.started, excused,
-                       f"added on node{record.node}; nodes say: "
+                       f"added on node{record.node}, delivered {len(record.deliveries)} "
+                       f"times, NACKed {record.nacks} times; nodes say: "
                        f"{self.fleet.describe_job(record.job_id)}; faults: {faults}")
 
     def _after_ack_line(self, record, delivery) -> str:

@@ -1,7 +1,8 @@
 """The running server: wires config, core, listeners and timers together.
 
 The runtime owns everything with a side effect. It carries out the core's
-effects (answers parked clients), runs the job timers, runs the cron at
+effects (answers parked clients; confirms copies to their producers only
+once the AOF has them), runs the job timers, runs the cron at
 `hz` (ops/sec samples, idle queues, idle clients, memory peak), closes
 clients a command asked to kill, and shuts down cleanly on SHUTDOWN,
 SIGTERM or SIGINT (listeners closed, pidfile removed, exit code 0).
@@ -31,12 +32,14 @@ import time
 import traceback
 
 from disque_py import DISQUE_VERSION, log
+from disque_py.cluster.messages import GOTJOB
 from disque_py.commands.queues import render_outcome
 from disque_py.core.effects import AofDelJob, AofLoadJob, ToPeer, Unblock
 from disque_py.core.node import Node
 from disque_py.errors import CommandError
 from disque_py.server.cluster_service import ClusterService, load_identity
 from disque_py.monitoring.latency import JOBS_PROCESSING
+from disque_py.persistence.aof import ON as AOF_ON
 from disque_py.server.persistence_service import PersistenceService, StartupError
 from disque_py.server.protocol import ClientConnection
 from disque_py.server.state import ServerState
@@ -152,16 +155,24 @@ class Runtime:
     def apply_effects(self) -> None:
         post = self.cluster.post
         unblocks = []
+        confirmations = None
         for effect in self.node.take_effects():
             kind = type(effect)
             if kind is ToPeer:
-                post(effect)
+                if effect.kind == GOTJOB:
+                    if confirmations is None:
+                        confirmations = []
+                    confirmations.append(effect)
+                else:
+                    post(effect)
             elif kind is AofLoadJob:
                 self.persistence.append_job(effect.job)
             elif kind is AofDelJob:
                 self.persistence.append_del(effect.job_id)
             elif kind is Unblock:
                 unblocks.append(effect)
+        if confirmations is not None:
+            self.confirm_copies(confirmations)
         # Answers go out after the AOF records of the same batch are queued,
         # so that appendfsync always holds them until those are on disk; a
         # client's answers of one batch leave in one write.
@@ -177,6 +188,33 @@ class Runtime:
                 session.waiting.pop(waiter, None)
         for conn in resumed:
             conn.flush_resumed()
+
+    def confirm_copies(self, confirmations: list) -> None:
+        """GOTJOB tells a producer that a copy is safe here, and the producer
+        then tells its client: like that client's reply, it leaves only
+        once the AOF records queued so far are written (appendfsync always:
+        fsynced, as Disque fsyncs before it writes to any socket), so a
+        kill -9 never takes a copy that was counted, nor a power cut under
+        always. While the AOF cannot be written none leaves: the producer
+        asks again, or asks another node (Disque exits on such an error
+        under appendfsync always: nothing it confirmed is lost either)."""
+        writer = self.persistence.writer
+        post = self.cluster.post
+        if writer is None or writer.state != AOF_ON:
+            for item in confirmations:
+                post(item)
+            return
+        if not writer.accepting:
+            return
+
+        def release(ok: bool, reason: str) -> None:
+            if ok and writer.accepting:
+                for item in confirmations:
+                    post(item)
+
+        if not writer.hold_reply(release):
+            for item in confirmations:
+                post(item)
 
     def feed_monitors(self, session, argv: list[bytes]) -> None:
         now = time.time()

@@ -8,6 +8,8 @@ re-queueing", and its Tcl units 02-jobs-replication and 03-jobs-queueing):
     are not enough reachable nodes, after the timeout when the contacted
     nodes never answer (the copies made meanwhile are deleted), or when the
     job expires first;
+  * a copy counts only once its holder's AOF has it: a node whose AOF
+    cannot be written confirms none (NOREPL on two nodes) until it can;
   * ASYNC answers at once and the copies follow;
   * a producer asks other nodes when the first ones do not answer, and
     sends REPLJOB again to a node that comes back;
@@ -221,6 +223,28 @@ def test_a_job_expiring_before_its_copies_exist_gets_norepl_job_removed(cluster,
     assert reply == EXPIRED_NOREPL, (reply, elapsed)
     assert elapsed < 8 - 1, elapsed       # the TTL ended it, not the 8 s timeout
     assert jobs_in_queue(cluster[0], queue) == {}
+
+
+@pytest.mark.parametrize("policy", ["always", "everysec"])
+def test_a_copy_counts_only_once_its_holders_aof_has_it(fresh_cluster, queue, policy):
+    # A node whose AOF cannot be written keeps copies in memory only: a
+    # kill -9 would take them, so it must not confirm them (GOTJOB), as its
+    # clients get no reply claiming success. Once its disk works again the
+    # copies it got meanwhile are written, then confirmed.
+    pair = fresh_cluster(2, extra_args=["--appendonly", "yes", "--appendfsync", policy])
+    assert call(pair[1], "DEBUG", "AOF-FAULT", "enospc", 1000) == b"OK"
+    assert raw_reply(pair[0], "ADDJOB", queue, "refused", 1500, "REPLICATE", 2) \
+        == TIMEOUT_NOREPL
+    producer = pair[0].raw()
+    producer.send(encode_command("ADDJOB", queue, "kept", 20_000, "REPLICATE", 2))
+    waiting = poll(lambda: jobs_in_queue(pair[0], queue), 5, "the second job waiting")
+    (job_id, state), = waiting.items()
+    assert state == "wait-repl"
+    assert call(pair[1], "DEBUG", "AOF-FAULT", "none") == b"OK"
+    assert producer.read_reply() == b"+" + job_id + b"\r\n"
+    pair[1].kill()
+    pair[1].start()
+    assert show(pair[1], job_id) is not None, "the confirmed copy was not in the AOF"
 
 
 # ------------------------------------------------------------------ asynchronous replication

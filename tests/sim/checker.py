@@ -17,8 +17,10 @@ delivery. From that it keeps, per job:
 Violations, each a string naming the job:
   (1) an ADDJOB answered with the ID had fewer than REPLICATE copies at that
       moment (counting copies since lost), or a node deleted a copy of an
-      at-least-once job nobody had received yet, or, after quiescence, an
-      at-least-once job whose ADDJOB succeeded was never delivered although
+      at-least-once job nobody had acknowledged yet, or, after quiescence, an
+      at-least-once job whose ADDJOB succeeded was never acknowledged (the
+      drain acknowledges every job it gets: a job delivered, then NACKed or
+      forgotten by its consumer, is owed another delivery) although
       fewer than REPLICATE of its holders lost their copy (ASYNC: although
       crashes did not destroy every copy; ASYNC on a leaving node, which
       keeps none: although a copy reached a holder). At-most-once jobs may
@@ -128,8 +130,8 @@ class Checker:
                 return
             if facts.stand_in and i == facts.node:
                 facts.stand_in = False  # the producer's stand-in goes once copies exist
-            elif facts.retry and facts.outcome == OK and not facts.deliveries:
-                self.violate(facts, f"(1) node {i} deleted its copy before any delivery")
+            elif facts.retry and facts.outcome == OK and not facts.acked:
+                self.violate(facts, f"(1) node {i} deleted its copy before any ACK")
             self._check_closed(facts)
         elif kind is Unblock:
             client = effect.waiter.client
@@ -216,8 +218,10 @@ class Checker:
                 if len(facts.deliveries) > 1 and facts.id not in duplicated:
                     self.violate(facts, f"(1) at-most-once job delivered "
                                         f"{len(facts.deliveries)} times: {facts.deliveries}")
-            elif not facts.deliveries and not self._excused(facts):
-                self.violate(facts, f"(1) never delivered; REPLICATE {facts.repl}"
+            elif not facts.acked and not self._excused(facts):
+                what = "never delivered" if not facts.deliveries else \
+                    f"delivered {len(facts.deliveries)} times, never acknowledged"
+                self.violate(facts, f"(1) {what}; REPLICATE {facts.repl}"
                                     f"{' ASYNC' if facts.async_ else ''}, copies lost on "
                                     f"{sorted(facts.losses) or 'no node'}")
         return self.violations

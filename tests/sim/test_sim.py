@@ -57,11 +57,17 @@ def _plant_gotack_ignored(monkeypatch):
     monkeypatch.setitem(Node._PEER_HANDLERS, msg.GOTACK, lambda *args: None)
 
 
+def _plant_nack_deletes(monkeypatch):
+    # A job handed back must be delivered again; this one is dropped everywhere.
+    monkeypatch.setattr(Node, "enqueue_jobs", lambda self, job_ids, nack: self.fast_ack(job_ids))
+
+
 @pytest.mark.parametrize("plant, check", [
     (_plant_gotjob, "(1)"),
     (_plant_aof_replay_skips_deljob, "(2)"),
     (_plant_gotack_ignored, "(4)"),
-], ids=["gotjob-count-skipped", "aof-replay-skips-deljob", "gotack-ignored"])
+    (_plant_nack_deletes, "(1)"),
+], ids=["gotjob-count-skipped", "aof-replay-skips-deljob", "gotack-ignored", "nack-deletes"])
 def test_a_planted_bug_is_found_within_a_few_hundred_seeds(monkeypatch, plant, check):
     plant(monkeypatch)
     for seed in range(PLANTED_SEARCH):

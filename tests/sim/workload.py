@@ -387,11 +387,11 @@ class Workload:
             self.later(100, self.follow_up, action, job_id, origin)
             return
         if action == "ACKJOB":
+            self.checker.acked(job_id)      # before: the call deletes copies at once
             result = net.call(i, "ack_jobs", [job_id])
-            self.checker.acked(job_id)
         elif action == "FASTACK":
-            result = net.call(i, "fast_ack", [job_id])
             self.checker.acked(job_id)
+            result = net.call(i, "fast_ack", [job_id])
         elif action == "NACK":
             result = net.call(i, "enqueue_jobs", [job_id], True)
         else:

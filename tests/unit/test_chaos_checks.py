@@ -41,6 +41,22 @@ def test_an_acknowledged_add_never_delivered_is_lost():
     assert verdict.counts["adds_failed"] == 1 and ledger.undelivered() == 1
 
 
+def test_a_nacked_job_never_delivered_again_is_lost():
+    ledger = Ledger()
+    for body in "abcd":
+        added(ledger, body, "D-" + body)
+        deliver(ledger, body, "D-" + body, 2.0)
+        ledger.nacked(body)
+    deliver(ledger, "b", "D-b", 3.0)            # handed back, delivered again
+    deliver(ledger, "c", "D-c", 2.5)            # a duplicate, acknowledged
+    ledger.acked("c", 1, 2.6)
+    deliver(ledger, "d", "D-d", 4.0)
+    ledger.nacked("d")                          # its redelivery NACKed too
+    verdict = ledger.verdict()
+    assert [record.body for record in verdict.lost] == ["a", "d"]
+    assert verdict.failed and ledger.undelivered() == 2
+
+
 def test_nacked_redeliveries_are_not_duplicates_but_others_are():
     ledger = Ledger()
     added(ledger, "a", "D-a")
