@@ -295,11 +295,16 @@ class Run:
 
     def cleanup(self, keep: bool) -> None:
         # The injector may be restarting a node: it must be gone before the nodes are killed.
-        for thread in self.threads:
-            thread.stopping.set()
-        for thread in self.threads:
-            thread.join(THREAD_JOIN_TIMEOUT_S)
-        self.fleet.force_kill()
+        # A stop signal can land between a thread's creation and its start:
+        # only started threads are joined, and the nodes are killed anyway.
+        try:
+            for thread in self.threads:
+                thread.stopping.set()
+            for thread in self.threads:
+                if thread.is_alive():
+                    thread.join(THREAD_JOIN_TIMEOUT_S)
+        finally:
+            self.fleet.force_kill()
         if not keep:
             shutil.rmtree(self.base_dir, ignore_errors=True)
 

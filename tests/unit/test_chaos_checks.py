@@ -11,6 +11,7 @@ from disque_py.chaos.faults import Event, FaultInjector, FaultPlan
 from disque_py.chaos.ledger import Delivery, Ledger, job_body
 from disque_py.chaos.nodes import tracebacks_in
 from disque_py.chaos.report import LostJob, Report, verdict_counts
+from disque_py.chaos.run import ChaosOptions, Run
 
 
 def added(ledger: Ledger, body: str, job_id: str, at: float = 1.0, queue: str = "q") -> None:
@@ -139,3 +140,16 @@ def test_the_fault_record_says_which_nodes_were_down_at_a_moment():
     assert injector.down_at(3.5) == {0: "kill"}
     assert injector.down_at(9) == {1: "kill"}
     assert injector.kills_after(1.5) == {1}
+
+
+def test_cleanup_after_a_stop_signal_before_the_injector_started_still_kills_the_nodes(
+        tmp_path):
+    """SIGTERM can land between the injector's creation and its start: the
+    cleanup must not fail joining it, and must kill the nodes."""
+    chaos = Run(ChaosOptions(directory=str(tmp_path)), echo=lambda line: None)
+    killed = []
+    chaos.fleet = type("Fleet", (), {"force_kill": lambda self: killed.append(True)})()
+    chaos.threads = [FaultInjector([], FaultPlan(1, 4.0, (1, 2), (1, 2), False),
+                                   random.Random(1))]
+    chaos.cleanup(keep=False)
+    assert killed == [True]
