@@ -1,7 +1,7 @@
 """The running server: wires config, core, listeners and timers together.
 
 The runtime owns everything with a side effect. It carries out the core's
-effects (answers parked clients; confirms copies to their producers only
+effects (answers parked clients; confirms copies and acks to peers only
 once the AOF has them), runs the job timers, runs the cron at
 `hz` (ops/sec samples, idle queues, idle clients, memory peak), closes
 clients a command asked to kill, and shuts down cleanly on SHUTDOWN,
@@ -32,7 +32,7 @@ import time
 import traceback
 
 from disque_py import DISQUE_VERSION, log
-from disque_py.cluster.messages import GOTJOB
+from disque_py.cluster.messages import DELJOB, GOTACK, GOTJOB
 from disque_py.commands.queues import render_outcome
 from disque_py.core.effects import AofDelJob, AofLoadJob, ToPeer, Unblock
 from disque_py.core.node import Node
@@ -45,6 +45,11 @@ from disque_py.server.protocol import ClientConnection
 from disque_py.server.state import ServerState
 
 TIMER_MAX_SLEEP_MS = 10
+# Messages telling peers what this node's AOF must already hold: its copy
+# (GOTJOB), its copy's ack (GOTACK), or, ending a collection, that every
+# copy is acked and may go (DELJOB; also sent best effort by FASTACK and
+# abandoned ADDJOBs, which lose nothing by waiting). See confirm().
+CONFIRMATIONS = (GOTJOB, GOTACK, DELJOB)
 SHUTDOWN_FAILED = "Errors trying to SHUTDOWN. Check logs."
 TIMER_MIN_SLEEP_MS = 1
 
@@ -159,7 +164,7 @@ class Runtime:
         for effect in self.node.take_effects():
             kind = type(effect)
             if kind is ToPeer:
-                if effect.kind == GOTJOB:
+                if effect.kind in CONFIRMATIONS:
                     if confirmations is None:
                         confirmations = []
                     confirmations.append(effect)
@@ -172,7 +177,7 @@ class Runtime:
             elif kind is Unblock:
                 unblocks.append(effect)
         if confirmations is not None:
-            self.confirm_copies(confirmations)
+            self.confirm(confirmations)
         # Answers go out after the AOF records of the same batch are queued,
         # so that appendfsync always holds them until those are on disk; a
         # client's answers of one batch leave in one write.
@@ -189,15 +194,17 @@ class Runtime:
         for conn in resumed:
             conn.flush_resumed()
 
-    def confirm_copies(self, confirmations: list) -> None:
-        """GOTJOB tells a producer that a copy is safe here, and the producer
-        then tells its client: like that client's reply, it leaves only
+    def confirm(self, confirmations: list) -> None:
+        """GOTJOB tells a producer that a copy is safe here (and the producer
+        then tells its client); GOTACK tells the node collecting an ack that
+        the copy here is gone for good, and DELJOB that every copy is (the
+        others then forget the ack). Like a client's reply they leave only
         once the AOF records queued so far are written (appendfsync always:
-        fsynced, as Disque fsyncs before it writes to any socket), so a
-        kill -9 never takes a copy that was counted, nor a power cut under
-        always. While the AOF cannot be written none leaves: the producer
-        asks again, or asks another node (Disque exits on such an error
-        under appendfsync always: nothing it confirmed is lost either)."""
+        fsynced, as Disque fsyncs before it writes to any socket): a kill -9
+        never takes a copy that was counted, nor brings back one whose ack
+        was collected. While the AOF cannot be written none leaves: peers
+        ask again, or ask another node (Disque exits on such an error under
+        appendfsync always, so nothing it confirmed is undone either)."""
         writer = self.persistence.writer
         post = self.cluster.post
         if writer is None or writer.state != AOF_ON:

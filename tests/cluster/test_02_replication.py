@@ -231,7 +231,10 @@ def test_a_copy_counts_only_once_its_holders_aof_has_it(fresh_cluster, queue, po
     # kill -9 would take them, so it must not confirm them (GOTJOB), as its
     # clients get no reply claiming success. Once its disk works again the
     # copies it got meanwhile are written, then confirmed.
-    pair = fresh_cluster(2, extra_args=["--appendonly", "yes", "--appendfsync", policy])
+    # A 5 s node timeout: a loaded machine must not get node 1 flagged
+    # (NOREPL at once, for too few reachable nodes, is not what is tested).
+    pair = fresh_cluster(2, node_timeout_ms=5000,
+                         extra_args=["--appendonly", "yes", "--appendfsync", policy])
     assert call(pair[1], "DEBUG", "AOF-FAULT", "enospc", 1000) == b"OK"
     assert raw_reply(pair[0], "ADDJOB", queue, "refused", 1500, "REPLICATE", 2) \
         == TIMEOUT_NOREPL

@@ -4,7 +4,8 @@ and the de-duplication test of 03-jobs-queueing):
 
   * ACKJOB on any node, holder or not (a "dummy ack"), removes every copy;
     while a holder cannot answer the others keep the job acked (never
-    queued again) and the collection completes once it runs again;
+    queued again) and the collection completes once it runs again; a
+    holder whose AOF cannot be written does not confirm the ack either;
   * FASTACK on an owner or a non-owner deletes every copy;
   * NACK re-queues at once and every holder counts it; a re-queue after
     RETRY counts as an additional delivery (GETJOB WITHCOUNTERS);
@@ -131,6 +132,25 @@ def test_ack_while_a_holder_is_stopped_keeps_the_job_acked_then_reaches_the_hold
 
     cluster[stopped].resume()
     wait_gone_everywhere(cluster, job_id)
+
+
+def test_an_ack_is_collected_only_once_every_holders_aof_has_it(fresh_cluster, queue):
+    # A holder whose AOF cannot be written acks in memory only: killed and
+    # restarted, it would load the job again. So it confirms the ack to
+    # nobody (GOTACK, nor DELJOB when it runs the collection itself), and
+    # the other node keeps the ack, to reach it again.
+    pair = fresh_cluster(2, node_timeout_ms=5000,     # no flagging on a loaded machine
+                         extra_args=["--appendonly", "yes", "--appendfsync", "always"])
+    job_id, holders = add_job(pair, 0, queue, 2, "RETRY", 60)
+    assert call(pair[1], "DEBUG", "AOF-FAULT", "enospc", 1000) == b"OK"
+    assert call(pair[0], "ACKJOB", job_id) == 1
+    poll(lambda: states(pair, job_id, [1]) == {1: "acked"}, 5, "acked on the holder")
+    stays(lambda: states(pair, job_id, [0]) == {0: "acked"}, 3.0,
+          "the ack kept while the holder cannot write it")
+    pair[1].kill()
+    pair[1].start()
+    # Its AOF still has the job: the collecting node's next SETACK reaches it.
+    wait_gone_everywhere(pair, job_id)
 
 
 def test_ack_to_a_non_owner_while_an_owner_is_stopped_is_collected_when_it_returns(
