@@ -159,12 +159,14 @@ class Runtime:
 
     def apply_effects(self) -> None:
         post = self.cluster.post
+        writer = self.persistence.writer
+        gated = writer is not None and writer.state == AOF_ON   # see confirm()
         unblocks = []
         confirmations = None
         for effect in self.node.take_effects():
             kind = type(effect)
             if kind is ToPeer:
-                if effect.kind in CONFIRMATIONS:
+                if gated and effect.kind in CONFIRMATIONS:
                     if confirmations is None:
                         confirmations = []
                     confirmations.append(effect)
@@ -177,7 +179,7 @@ class Runtime:
             elif kind is Unblock:
                 unblocks.append(effect)
         if confirmations is not None:
-            self.confirm(confirmations)
+            self.confirm(writer, confirmations)
         # Answers go out after the AOF records of the same batch are queued,
         # so that appendfsync always holds them until those are on disk; a
         # client's answers of one batch leave in one write.
@@ -194,7 +196,7 @@ class Runtime:
         for conn in resumed:
             conn.flush_resumed()
 
-    def confirm(self, confirmations: list) -> None:
+    def confirm(self, writer, confirmations: list) -> None:
         """GOTJOB tells a producer that a copy is safe here (and the producer
         then tells its client); GOTACK tells the node collecting an ack that
         the copy here is gone for good, and DELJOB that every copy is (the
@@ -205,23 +207,15 @@ class Runtime:
         was collected. While the AOF cannot be written none leaves: peers
         ask again, or ask another node (Disque exits on such an error under
         appendfsync always, so nothing it confirmed is undone either)."""
-        writer = self.persistence.writer
         post = self.cluster.post
-        if writer is None or writer.state != AOF_ON:
-            for item in confirmations:
-                post(item)
-            return
-        if not writer.accepting:
-            return
 
-        def release(ok: bool, reason: str) -> None:
+        def send(ok: bool = True, reason: str = "") -> None:
             if ok and writer.accepting:
                 for item in confirmations:
                     post(item)
 
-        if not writer.hold_reply(release):
-            for item in confirmations:
-                post(item)
+        if writer.accepting and not writer.hold_reply(send):
+            send()
 
     def feed_monitors(self, session, argv: list[bytes]) -> None:
         now = time.time()
