@@ -246,7 +246,7 @@ def reply_length(data: bytes, pos: int) -> int | None:
     end = newline + 2
     if kind in (b"+", b"-", b":", b"_", b"#", b","):
         return end
-    if kind == b"$":
+    if kind in (b"$", b"="):
         size = int(header)
         if size < 0:
             return end

@@ -25,6 +25,7 @@ from disque_py.commands import acks, admin, cluster, diagnostics, jobs, queues
 
 FLAG_NAMES = (("w", "write"), ("r", "readonly"), ("m", "denyoom"), ("a", "admin"),
               ("l", "loading"), ("M", "skip_monitor"), ("F", "fast"))
+IMPLICIT_ACL_CATEGORIES = (("w", "@write"), ("r", "@read"), ("a", "@admin"), ("a", "@dangerous"))
 
 
 class Command:
@@ -49,6 +50,15 @@ class Command:
     @property
     def flag_names(self) -> list[str]:
         return [name for letter, name in FLAG_NAMES if letter in self.flags]
+
+    @property
+    def acl_categories(self) -> list[str]:
+        """The categories Redis 6+ derives from the same flags (COMMAND
+        under RESP3, whose clients read a seventh field)."""
+        flags = self.flags
+        return [category for letters, category in IMPLICIT_ACL_CATEGORIES
+                if any(letter in flags for letter in letters)] + \
+            (["@fast"] if self.fast else ["@slow"])
 
 
 TABLE = (

@@ -4,8 +4,9 @@ SHUTDOWN, DEBUG, MONITOR.
 HELLO has two faces. Bare, it is Disque's handshake: [1, my-id, [id, ip,
 port, priority] ...]. With a protocol version it answers the way Redis 6+
 clients expect (redis-py 8 opens every connection with HELLO 3): a map
-whose proto field echoes the version asked for. Replies stay in the RESP2
-subset, which every RESP3 parser reads, so such clients simply go on.
+whose proto field echoes the version asked for, and from then on the
+connection's replies are RESP3 (HELLO 2 goes back to RESP2). Reply values
+say which replies change shape (resp.py's Map, SetReply, Verbatim, nulls).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from disque_py.commands.cluster import hello_nodes
 from disque_py.commands.context import NO_REPLY, REPLY_OFF, REPLY_SKIP_NEXT
 from disque_py.errors import (NOAUTH_MESSAGE, SYNTAX_ERROR, CommandError, NoAuthError,
                               NoProtoError, WrongPassError)
-from disque_py.resp import OK, PONG, Raw, encode
+from disque_py.resp import OK, PONG, Map, Raw, SetReply, Verbatim
 
 HELLO_FORMAT_VERSION = 1
 NO_PASSWORD_SET = "Client sent AUTH, but no password is set"
@@ -62,7 +63,7 @@ def info(server, session, argv):
     if len(argv) > 2:
         raise CommandError(SYNTAX_ERROR)
     section = argv[1].decode("latin-1").lower() if len(argv) == 2 else "default"
-    return info_sections.render(server, section).encode()
+    return Verbatim(info_sections.render(server, section).encode())
 
 
 def time_(server, session, argv):
@@ -83,12 +84,9 @@ def hello(server, session, argv):
     if protover not in (2, 3):
         raise NoProtoError("unsupported protocol version")
     _hello_options(server, session, argv[2:])
-    session.resp3 = protover == 3
-    fields = [b"server", b"disque", b"version", DISQUE_VERSION.encode(), b"proto", protover,
-              b"id", session.id, b"mode", b"cluster", b"role", b"master", b"modules", []]
-    if protover == 2:
-        return fields
-    return Raw(b"%%%d\r\n" % (len(fields) // 2) + b"".join(encode(value) for value in fields))
+    session.resp3 = protover == 3     # this reply is the first in the new protocol
+    return Map([b"server", b"disque", b"version", DISQUE_VERSION.encode(), b"proto", protover,
+                b"id", session.id, b"mode", b"cluster", b"role", b"master", b"modules", []])
 
 
 def _hello_options(server, session, options: list[bytes]) -> None:
@@ -118,20 +116,26 @@ def _disque_hello(server) -> list:
 def command(server, session, argv):
     """COMMAND | COMMAND INFO name ... | COMMAND COUNT"""
     table = server.commands.commands
+    resp3 = session.resp3
     if len(argv) == 1:
-        return [_command_entry(cmd) for cmd in table.values()]
+        return [_command_entry(cmd, resp3) for cmd in table.values()]
     sub = argv[1].lower()
     if sub == b"info":
-        return [_command_entry(server.commands.lookup(name)) for name in argv[2:]]
+        return [_command_entry(server.commands.lookup(name), resp3) for name in argv[2:]]
     if sub == b"count" and len(argv) == 2:
         return len(table)
     raise CommandError(COMMAND_USAGE)
 
 
-def _command_entry(cmd):
+def _command_entry(cmd, resp3: bool):
+    """Disque's six fields; RESP3 clients (Redis 6+ clients) also get the
+    ACL categories that Redis 6 added as a seventh."""
     if cmd is None:
         return None
-    return [cmd.name, cmd.arity, [name for name in cmd.flag_names], 0, 0, 0]
+    entry = [cmd.name, cmd.arity, SetReply(cmd.flag_names), 0, 0, 0]
+    if resp3:
+        entry.append(SetReply(cmd.acl_categories))
+    return entry
 
 
 def config(server, session, argv):
@@ -143,7 +147,7 @@ def config(server, session, argv):
     if len(argv) != expected:
         raise CommandError("Wrong number of arguments for CONFIG %s" % argv[1].decode("latin-1"))
     if sub == b"get":
-        return server.config.get_matching(argv[2])
+        return Map(server.config.get_matching(argv[2]))
     if sub == b"set":        # Disque reads both as C strings: a NUL ends them
         server.config.set(c_string(argv[2]), c_string(argv[3]))
         return OK
@@ -166,8 +170,8 @@ def client(server, session, argv):
         server.pause_clients(parse_timeout(argv[2]))
         return OK
     if sub == b"list" and argc == 2:
-        return "".join(_client_line(server, other) + "\n"
-                       for other in server.clients.values()).encode()
+        return Verbatim("".join(_client_line(server, other) + "\n"
+                                for other in server.clients.values()).encode())
     if sub == b"kill":
         return _client_kill(server, session, argv)
     if sub == b"setname" and argc == 3:

@@ -6,7 +6,7 @@ from disque_py.cluster.membership import HANDSHAKE, MYSELF
 from disque_py.cluster.messages import NODE_ID_LEN
 from disque_py.commands.args import parse_int
 from disque_py.errors import SYNTAX_ERROR, CommandError
-from disque_py.resp import OK, Raw
+from disque_py.resp import OK, Raw, Verbatim
 
 WRONG_SUBCOMMAND = "Wrong CLUSTER subcommand or number of arguments"
 WRONG_LEAVING_ARG = "Wrong argument for CLUSTER LEAVING. Use 'yes' or 'no'"
@@ -37,7 +37,7 @@ def _nodes(server, argv):
         link = "connected" if node.linked or node.flags & MYSELF else "disconnected"
         lines.append(f"{node.id.decode()} {node.ip}:{node.port} {node.flag_names} "
                      f"{node.ping_sent} {node.pong_received} {link}\n")
-    return "".join(lines).encode()
+    return Verbatim("".join(lines).encode())
 
 
 def _myid(server, argv):
@@ -45,7 +45,8 @@ def _myid(server, argv):
 
 
 def _info(server, argv):
-    return "".join(f"{key}:{value}\r\n" for key, value in server.cluster.info_fields()).encode()
+    return Verbatim("".join(f"{key}:{value}\r\n"
+                            for key, value in server.cluster.info_fields()).encode())
 
 
 def _saveconfig(server, argv):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from disque_py.commands.args import int_or_error
 from disque_py.errors import SYNTAX_ERROR, CommandError
-from disque_py.resp import OK
+from disque_py.resp import OK, Verbatim
 from disque_py.monitoring import latency_report
 
 SLOWLOG_USAGE = "Unknown SLOWLOG subcommand or wrong # of args. Try GET, RESET, LEN."
@@ -45,11 +45,11 @@ def latency(server, session, argv):
         event = _event(argv[2])
         if event not in monitor.events:
             raise CommandError(NO_SAMPLES % event)
-        return latency_report.graph(monitor, event)
+        return Verbatim(latency_report.graph(monitor, event))
     if sub == b"latest" and argc == 2:
         return monitor.latest()
     if sub == b"doctor" and argc == 2:
-        return latency_report.doctor(monitor, server.slowlog.slower_than_us)
+        return Verbatim(latency_report.doctor(monitor, server.slowlog.slower_than_us))
     if sub == b"reset":
         return monitor.reset([_event(name) for name in argv[2:]] if argc > 2 else None)
     raise CommandError(SYNTAX_ERROR)

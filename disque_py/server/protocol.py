@@ -166,7 +166,7 @@ class ClientConnection(asyncio.Protocol):
             elif kind is Raw:
                 out.append(reply)
             elif kind is not Park:
-                encode_into(out, reply)
+                encode_into(out, reply, session.resp3)
             now = clock()
             took = now - started
             if session.refused is not argv:
@@ -224,7 +224,8 @@ class ClientConnection(asyncio.Protocol):
         slot = self.session.waiting.pop(waiter, None)
         if self.closing or slot is None:
             return False
-        slot[0] = b"" if self.session.reply_flags & REPLY_OFF else encode(reply)
+        session = self.session
+        slot[0] = b"" if session.reply_flags & REPLY_OFF else encode(reply, session.resp3)
         return True
 
     def flush_resumed(self) -> None:

@@ -58,6 +58,10 @@ def random_token(rng: random.Random, ids: list[bytes]) -> bytes:
     return rng.randbytes(rng.randrange(0, 12))
 
 
+# RESP2's reply types, and RESP3's map, null, verbatim text and set (after HELLO 3)
+REPLY_TYPES = (b"+", b"-", b":", b"$", b"*", b"%", b"_", b"=", b"~")
+
+
 def random_request(rng: random.Random, ids: list[bytes]) -> list[bytes]:
     """A command whose first arguments usually have the right shape (so the
     handler gets past arity and subcommand checks), then random tokens."""
@@ -137,7 +141,7 @@ def test_random_commands_get_one_reply_each_and_never_break_the_server(fresh_ser
         raw.send(b"".join(encode_command(*argv) for argv in batch))
         for argv in batch:
             reply = raw.read_reply()
-            assert reply[:1] in (b"+", b"-", b":", b"$", b"*", b"%"), (argv, reply)  # %: HELLO 3
+            assert reply[:1] in REPLY_TYPES, (argv, reply)
             ids.extend(job_ids_in(reply))
         del ids[:-200]
         sent += len(batch)

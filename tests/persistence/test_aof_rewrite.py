@@ -131,8 +131,7 @@ def test_bgrewriteaof_with_aof_off_writes_the_file_and_leaves_the_aof_off(make_s
     assert check_aof(aof_path(server)).returncode == 0
     assert done["aof_enabled"] == 0 and done["aof_state"] == "off", (
         "BGREWRITEAOF turned the AOF on while appendonly is no")
-    assert server.client().execute_command("CONFIG", "GET", "appendonly") == [
-        b"appendonly", b"no"]
+    assert server.client().config_get("appendonly") == {"appendonly": "no"}
 
 
 def test_bgrewriteaof_that_cannot_start_says_so_and_leaves_no_temporary_file(make_server):

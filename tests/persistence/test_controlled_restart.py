@@ -57,6 +57,5 @@ def test_controlled_restart_brings_back_queues_and_turns_the_option_off(make_ser
     assert _states(server, delivered) == [b"active"] * len(delivered)
     assert ENQUEUE_ONCE_OFF.search(server.config_path.read_text()), (
         server.config_path.read_text())
-    assert client.execute_command("CONFIG", "GET", "aof-enqueue-jobs-once") == [
-        b"aof-enqueue-jobs-once", b"no"]
+    assert client.config_get("aof-enqueue-jobs-once") == {"aof-enqueue-jobs-once": "no"}
     assert info(server, "persistence")["aof_state"] == ("on" if appendonly == "yes" else "off")

@@ -30,8 +30,7 @@ def test_config_set_appendonly_yes_turns_on_and_writes_existing_jobs(make_server
     assert _aof_state(server) == "off"
     assert server.client().execute_command("CONFIG", "SET", "appendonly", "yes") == b"OK"
     wait_for(lambda: _aof_state(server) == "on", 15, message="aof_state on")
-    assert server.client().execute_command("CONFIG", "GET", "appendonly") == [
-        b"appendonly", b"yes"]
+    assert server.client().config_get("appendonly") == {"appendonly": "yes"}
     server.kill()
     server.args = ON
     server.start()

@@ -17,8 +17,9 @@ from hypothesis import strategies as st
 from disque_py.errors import (AckedError, CommandError, LeavingError, NoJobError, NoReplError,
                               PausedError, ProtocolError)
 from disque_py.resp import (BULK_MAX_LENGTH, EMPTY_ARRAY, INLINE_MAX_SIZE,
-                            MULTIBULK_MAX_COUNT, NULL_ARRAY, NULL_BULK, OK, PONG, Raw,
-                            RequestReader, encode, encode_bulk, encode_command)
+                            MULTIBULK_MAX_COUNT, NULL_ARRAY, NULL_BULK, OK, PONG, Map,
+                            Raw, RequestReader, SetReply, Verbatim, encode, encode_bulk,
+                            encode_command)
 from disque_py.splitargs import UnbalancedQuotes, split_line
 
 
@@ -524,8 +525,31 @@ def test_encode_raw_passes_through():
     assert encode([Raw(b":1\r\n"), Raw(b"*-1\r\n")]) == b"*2\r\n:1\r\n*-1\r\n"
 
 
+@pytest.mark.parametrize("value, resp2, resp3", [
+    (None, b"$-1\r\n", b"_\r\n"),
+    (NULL_ARRAY, b"*-1\r\n", b"_\r\n"),
+    ([b"a", None], b"*2\r\n$1\r\na\r\n$-1\r\n", b"*2\r\n$1\r\na\r\n_\r\n"),
+    (Map([b"port", b"7711", b"hz", None]),
+     b"*4\r\n$4\r\nport\r\n$4\r\n7711\r\n$2\r\nhz\r\n$-1\r\n",
+     b"%2\r\n$4\r\nport\r\n$4\r\n7711\r\n$2\r\nhz\r\n_\r\n"),
+    (Map([]), b"*0\r\n", b"%0\r\n"),
+    (SetReply(["fast", "write"]), b"*2\r\n+fast\r\n+write\r\n", b"~2\r\n+fast\r\n+write\r\n"),
+    (Verbatim(b"a:1\r\n"), b"$5\r\na:1\r\n\r\n", b"=9\r\ntxt:a:1\r\n\r\n"),
+    ([Map([b"k", [None, NULL_ARRAY]])],
+     b"*1\r\n*2\r\n$1\r\nk\r\n*2\r\n$-1\r\n*-1\r\n",
+     b"*1\r\n%1\r\n$1\r\nk\r\n*2\r\n_\r\n_\r\n"),
+    (b"x", b"$1\r\nx\r\n", b"$1\r\nx\r\n"),
+    (7, b":7\r\n", b":7\r\n"),
+    ("OK", b"+OK\r\n", b"+OK\r\n"),
+])
+def test_encode_under_each_protocol(value, resp2, resp3):
+    assert encode(value) == resp2
+    assert encode(value, resp3=False) == resp2
+    assert encode(value, resp3=True) == resp3
+
+
 def test_shared_constants():
-    assert (OK, PONG, NULL_BULK, NULL_ARRAY, EMPTY_ARRAY) == (
+    assert (OK, PONG, NULL_BULK, encode(NULL_ARRAY), EMPTY_ARRAY) == (
         b"+OK\r\n", b"+PONG\r\n", b"$-1\r\n", b"*-1\r\n", b"*0\r\n")
 
 
