@@ -29,27 +29,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import (BODY, HOST, DisqueServer, Pinning, RedisServer, command,  # noqa: E402
-                    median, print_commands, print_header, print_table,
-                    redis_benchmark_command, run_redis_benchmark, start_cluster, stop_all)
+from common import (BODY, DisqueServer, OriginalDisque, Pinning, median,  # noqa: E402
+                    print_commands, print_header, print_table, redis_benchmark_command,
+                    run_redis_benchmark, start_cluster, stop_all)
 
 NODES = 3
 QUEUE = "bench"
 LOADS = (("c1", 1, 1, 5_000), ("c50", 50, 1, 50_000), ("c50 P16", 50, 16, 200_000))
-
-
-class OriginalDisque(RedisServer):
-    """antirez's disque-server, started like ours (command-line directives)."""
-
-    label = "disque 1.0-rc1"
-    binary = ""
-
-    def command_line(self) -> list[str]:
-        return self.prefix + [self.binary, "--port", str(self.port), "--bind", HOST,
-                              "--dir", str(self.dir), "--logfile", str(self.dir / "disque.log")]
-
-    def flush(self) -> None:
-        command(self.port, "DEBUG", "FLUSHALL")
 
 
 def measure(kind, pinning: Pinning, loads, rounds: int) -> list[list]:

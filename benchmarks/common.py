@@ -158,6 +158,21 @@ class RedisServer:
         command(self.port, "FLUSHALL")
 
 
+class OriginalDisque(RedisServer):
+    """antirez's Disque 1.0-rc1 disque-server (the binary named by `binary`),
+    started like ours: directives on the command line, loopback only."""
+
+    label = "disque 1.0-rc1"
+    binary = ""
+
+    def command_line(self) -> list[str]:
+        return self.prefix + [self.binary, "--port", str(self.port), "--bind", HOST,
+                              "--dir", str(self.dir), "--logfile", str(self.dir / "disque.log")]
+
+    def flush(self) -> None:
+        command(self.port, "DEBUG", "FLUSHALL")
+
+
 def start_pair(pinning: Pinning, workdir: Path,
                disque_args: Sequence[str] = ()) -> tuple[RedisServer, DisqueServer]:
     redis_server = RedisServer(workdir / "redis", pinning).start()
@@ -522,11 +537,14 @@ def require_tools() -> None:
                  f"redis-server)")
 
 
-def print_header(title: str, pinning: Pinning | None = None) -> None:
+def print_header(title: str, pinning: Pinning | None = None,
+                 extra: Sequence[tuple[str, str]] = ()) -> None:
+    """The machine table; `extra` rows (tool versions...) go at its end."""
     print(f"== {title}")
     rows = machine_info()
     if pinning is not None:
         rows.append(("pinning", pinning.describe()))
+    rows += extra
     print_table(["machine", ""], rows)
 
 
