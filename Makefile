@@ -4,6 +4,9 @@
 # CHAOS_SECONDS (10 minutes) and checks no acknowledged job is lost. Every
 # target creates .venv when it is missing and installs what it needs
 # (Python packages into the venv, Debian packages with apt when absent).
+# Installing compiles the engine (disque_py/engine, Cython): a C compiler
+# and the Python headers are installed first when missing, and an edited
+# engine source makes the next target rebuild it (`make build` alone too).
 
 PYTHON ?= python3
 VENV   ?= .venv
@@ -20,19 +23,37 @@ CHAOS_ARGS ?=
 SOAK_SEEDS ?= 10000
 SOAK_JOBS  ?= 2
 
-.PHONY: run test bench chaos soak system-deps node-deps clean
+ENGINE_SOURCES := setup.py disque_py/engine/_sources.py \
+	$(wildcard disque_py/engine/*.pyx disque_py/engine/*.pxd disque_py/engine/*.pxi disque_py/engine/*.h)
+BUILD_PACKAGES := gcc libc6-dev python3-dev python3-venv
 
-$(BIN)/python:
+.PHONY: run build test bench chaos soak build-deps system-deps node-deps clean
+
+# What installing needs before the venv exists: venv itself, a C compiler
+# and the headers of $(PYTHON) (Debian's python3; another interpreter must
+# bring its own headers, and the check says so).
+build-deps:
+	@if ! command -v cc >/dev/null || ! $(PYTHON) -c "import venv, ensurepip" 2>/dev/null || \
+		! $(PYTHON) -c "import os, sys, sysconfig; sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()['include'], 'Python.h')))"; then \
+		$(SUDO) apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $(BUILD_PACKAGES); \
+	fi
+	@$(PYTHON) -c "import os, sys, sysconfig; sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()['include'], 'Python.h')))" || \
+		{ echo "no Python.h for $(PYTHON): install its development headers" >&2; exit 1; }
+
+$(BIN)/python: | build-deps
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
-$(VENV)/.installed: pyproject.toml | $(BIN)/python
+$(VENV)/.installed: pyproject.toml $(ENGINE_SOURCES) | $(BIN)/python build-deps
 	$(BIN)/python -m pip install --quiet -e .
 	touch $@
 
-$(VENV)/.installed-test: pyproject.toml | $(BIN)/python
+$(VENV)/.installed-test: pyproject.toml $(ENGINE_SOURCES) | $(BIN)/python build-deps
 	$(BIN)/python -m pip install --quiet -e '.[test,spark]'
 	touch $@ $(VENV)/.installed
+
+build: $(VENV)/.installed
 
 # Command-line tools the tests drive: redis-cli (redis-tools) and nc; Java
 # for the Spark tests (pyspark starts a JVM); node and npm for the Node.js
@@ -83,4 +104,4 @@ soak: $(VENV)/.installed
 	$(BIN)/python -m tests.sim --seeds $(SOAK_SEEDS) --jobs $(SOAK_JOBS)
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache
+	rm -rf $(VENV) build *.egg-info .pytest_cache disque_py/engine/*.c disque_py/engine/*.so

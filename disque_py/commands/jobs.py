@@ -37,7 +37,7 @@ def addjob(server, session, argv):
     job = server.node.add_job(argv[1], argv[2], repl, delay, retry, ttl, maxlen, async_,
                               session, timeout)
     if job.state == WAIT_REPL:
-        return Park(job.extra.waiter, True)
+        return Park(server.node.more(job).waiter, True)
     return Raw(b"+%b\r\n" % job.id)
 
 
@@ -89,24 +89,25 @@ def show(server, session, argv):
     job = node.lookup(argv[1])
     if job is None:
         return None
-    return job_info(job, node.clock.now_ms())
+    return job_info(node, job, node.clock.now_ms())
 
 
-def job_info(job: Job, now_ms: int) -> list:
+def job_info(node, job: Job, now_ms: int) -> list:
     """Every field of a job, in Disque's order (SHOW, JSCAN REPLY ALL)."""
-    extra = job.extra
+    extra = node.extra_of(job)
     confirmed = sorted(extra.confirmed) if extra is not None and extra.confirmed else []
     requeue = None if job.qtime == 0 else max(job.qtime - now_ms, 0)
-    awake = None if job.awake is None else max(job.awake.due - now_ms, 0)
+    due = job.awake_due
+    awake = None if due is None else max(due - now_ms, 0)
     return [
         b"id", job.id,
         b"queue", job.queue,
         b"state", STATE_NAMES[job.state],
-        b"repl", job.spec[0],
+        b"repl", job.repl,
         b"ttl", max(job.etime - now_ms // 1000, 0),
         b"ctime", job.ctime,
-        b"delay", job.spec[1],
-        b"retry", job.spec[2],
+        b"delay", job.delay,
+        b"retry", job.retry,
         b"nacks", job.nacks,
         b"additional-deliveries", job.deliveries,
         b"nodes-delivered", list(job.delivered),
@@ -156,7 +157,7 @@ def jscan(server, session, argv):
     cursor, found = node.jobs.scan(cursor, count, keep, busyloop)
     if wanted["all"]:
         now = node.clock.now_ms()
-        items = [job_info(job, now) for job in found]
+        items = [job_info(node, job, now) for job in found]
     else:
         items = [Raw(b"+%b\r\n" % job.id) for job in found]   # IDs are status replies
     return [b"%d" % cursor, items]

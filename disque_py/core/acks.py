@@ -20,11 +20,10 @@ from __future__ import annotations
 from disque_py.cluster import messages as msg
 from disque_py.core.effects import AofDelJob
 from disque_py.core.job import (ACKED, GC_RETRY_COUNT_MAX, GC_RETRY_MAX_PERIOD_MS,
-                                GC_RETRY_MIN_PERIOD_MS, WAIT_REPL, Job, intern_spec,
-                                is_at_most_once_id, ttl_minutes_from_id)
+                                GC_RETRY_MIN_PERIOD_MS, WAIT_REPL, Job, is_at_most_once_id,
+                                new_job, ttl_minutes_from_id)
 
 GC_JITTER_MS = 500
-_DUMMY_SPEC = intern_spec(0, 0, 0)
 
 
 class AcksMixin:
@@ -73,8 +72,8 @@ class AcksMixin:
 
     def _dummy_ack(self, job_id: bytes) -> Job:
         now_s = self.clock.now_ms() // 1000
-        job = Job(job_id, None, None, ACKED, _DUMMY_SPEC, 0,
-                  now_s + ttl_minutes_from_id(job_id) * 60, ())
+        job = new_job(job_id, None, None, ACKED, 0, 0, 0, 0,
+                      now_s + ttl_minutes_from_id(job_id) * 60, ())
         self.register(job)
         self.update_awake(job, self._next_gc_time(0))
         return job
@@ -88,8 +87,9 @@ class AcksMixin:
         job.state = ACKED
         if self.aof_enabled:
             self.effects.append(AofDelJob(job.id))   # acks are not persisted: the job is gone
-        if job.extra is not None:
-            job.extra.confirmed = None
+        extra = self.extra_of(job)
+        if extra is not None:
+            extra.confirmed = None
         self.update_awake(job, self._next_gc_time(0))
 
     def try_gc(self, job: Job, from_timer: bool = False) -> None:
@@ -102,9 +102,9 @@ class AcksMixin:
         if job.delivered is self._only_me:
             self.unregister(job)     # the only copy is ours: nobody else to tell
             return
-        extra = job.more()
-        if extra.gc_retry < GC_RETRY_COUNT_MAX:
-            extra.gc_retry += 1
+        extra = self.more(job)
+        if job.gc_retry < GC_RETRY_COUNT_MAX:
+            job.gc_retry += 1
         if extra.confirmed is None:
             extra.confirmed = {self.id}
         confirmed, delivered = extra.confirmed, job.delivered
@@ -116,8 +116,8 @@ class AcksMixin:
         for node_id in targets:
             if node_id not in confirmed and node_id != self.id:
                 self.send_setack(node_id, job)
-        if from_timer or job.awake is None:
-            self.update_awake(job, self._next_gc_time(extra.gc_retry))
+        if from_timer or job.awake_due is None:
+            self.update_awake(job, self._next_gc_time(job.gc_retry))
 
     def send_setack(self, node_id: bytes, job: Job) -> None:
         self.send(node_id, msg.SETACK, (job.id, len(job.delivered)))
@@ -151,7 +151,7 @@ class AcksMixin:
         if dummy and known:
             self.unregister(job)     # a node that has the job runs the collection
             return
-        extra = job.more()
+        extra = self.more(job)
         if known or sender in job.delivered:
             if sender not in job.delivered:
                 job.delivered = job.delivered + (sender,)

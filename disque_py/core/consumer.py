@@ -11,8 +11,7 @@ neither serves nor wakes anyone until the pause is lifted.
 from __future__ import annotations
 
 from disque_py.cluster import messages as msg
-from disque_py.core.job import (ACKED, ACTIVE, FLAG_BCAST_WILLQUEUE, QUEUED, RETRY,
-                                Job)
+from disque_py.core.job import ACKED, ACTIVE, FLAG_BCAST_WILLQUEUE, QUEUED, Job
 from disque_py.core.queue import PAUSED_ALL, PAUSED_OUT
 from disque_py.core.waiters import GETJOB, JOB_REPLICATION, Waiter
 from disque_py.errors import (LEAVING_MESSAGE, AckedError, LeavingError, NoJobError,
@@ -155,7 +154,7 @@ class ConsumerMixin:
         self.set_requeue_time(job, self.retry_time(job, now))
         if job.delivered is not self._only_me:
             self.announce_working(job)
-        return job.spec[RETRY]
+        return job.retry
 
     # ------------------------------------------------------------ pausing
 

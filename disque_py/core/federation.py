@@ -25,8 +25,7 @@ their lists), so an ACK anywhere reaches the moved copy.
 from __future__ import annotations
 
 from disque_py.cluster import messages as msg
-from disque_py.core.job import (ACKED, ACTIVE, FLAG_BCAST_QUEUED, RETRY, Job,
-                                deserialize_jobs, serialize_job)
+from disque_py.core.job import ACKED, ACTIVE, FLAG_BCAST_QUEUED, Job, deserialize_jobs, serialize_job
 from disque_py.core.queue import PAUSED_OUT, Queue
 
 NEEDJOBS_MIN_REQUEST = 5
@@ -124,12 +123,12 @@ class FederationMixin:
             job = self.fetch(q)
             if job is None:
                 break
-            if job.spec[RETRY] and job.delivered and receiver not in job.delivered:
+            if job.retry and job.delivered and receiver not in job.delivered:
                 job.delivered = job.delivered + (receiver,)
                 self._refresh_holders(job, receiver, now_s)
             self.send(receiver, msg.YOURJOBS, serialize_job(job, now_s))
             self.federation.jobs_sent += 1
-            if job.spec[RETRY] == 0:
+            if job.retry == 0:
                 self.unregister(job)     # at most once: the only copy moves
         if q.interested:
             q.interested.pop(receiver, None)
@@ -180,7 +179,7 @@ class FederationMixin:
                 self._learn_holders(job, record.delivered)
             self.federation.jobs_received += 1
             job.flags &= ~FLAG_BCAST_QUEUED     # moved, not re-delivered: no QUEUED
-            if job.spec[RETRY] == 0:
+            if job.retry == 0:
                 job.qtime = now                  # queueable once, here
                 job.delivered = self._only_me
             elif self.id not in job.delivered and job.delivered:

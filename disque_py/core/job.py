@@ -1,25 +1,10 @@
-"""The job: Disque's unit of work, its states, and its ID.
+"""The job's Python side: its constants, extra state, wire format and the
+rules about IDs that need no job.
 
-A job is a message in a named queue, plus the bookkeeping that lets a
-cluster deliver it at least once (or at most once) while approximating a
-single delivery:
-
-  * state: wait-repl (waiting for synchronous replication), active (known
-    here, not queued), queued (in a local queue, deliverable), acked
-    (delivered and confirmed; kept only until garbage collection);
-  * times: ctime (creation, ms * 1e6 plus a same-millisecond counter, the
-    queue order), etime (absolute expire time, seconds), qtime (next time
-    this node re-queues it, ms; 0 means never again, as for at-most-once
-    jobs once queued), and the awake bucket it sits in;
-  * spec: the tuple (repl, delay, retry) the producer asked for. Specs are
-    interned, so the thousands of jobs created with the same options share
-    one tuple instead of paying three slots each;
-  * delivered: the nodes that may have a copy (a tuple of node IDs). A job
-    with no such node is a "dummy ack": an ACKJOB for an ID we never had;
-  * extra: counters and GC state most jobs never need, made on demand.
-
-Memory is the product here (a node holds millions of these), so the class
-has twelve slots and no per-job containers unless a job needs them.
+The job record itself (engine/job.pxi: C fields, not tracked by the
+cyclic GC), the job table, the awake schedule and ID generation live in the
+compiled engine; this module names the engine's constants for Python and
+re-exports its types, so the rest of the core imports them from here.
 
 Job IDs are 40 bytes: b"D-" + 8 hex of the creating node's ID + "-" + 24
 base64 characters of pseudo-random bits + "-" + the TTL in minutes as 4 hex
@@ -29,131 +14,46 @@ can tell the delivery guarantee and expire time of an ID it has never seen.
 
 from __future__ import annotations
 
-import binascii
-import hashlib
-import re
 import struct
 from typing import NamedTuple
 
-WAIT_REPL, ACTIVE, QUEUED, ACKED = 0, 1, 2, 3
-STATE_NAMES = (b"wait-repl", b"active", b"queued", b"acked")
+from disque_py.engine import CONSTANTS, STATE_NAMES, IdGenerator, Job, is_valid_id, new_job
+
+WAIT_REPL = CONSTANTS["WAIT_REPL"]
+ACTIVE = CONSTANTS["ACTIVE"]
+QUEUED = CONSTANTS["QUEUED"]
+ACKED = CONSTANTS["ACKED"]
 STATE_BY_NAME = {name: number for number, name in enumerate(STATE_NAMES)}
 
 # Flags (a small int per job).
-FLAG_BCAST_QUEUED = 1      # tell other nodes when this job is queued again
-FLAG_BCAST_WILLQUEUE = 2   # tell other nodes shortly before re-queueing
-FLAG_DELIVERED = 4         # this node handed the job to a consumer at least once
+FLAG_BCAST_QUEUED = CONSTANTS["FLAG_BCAST_QUEUED"]        # tell others when queued again
+FLAG_BCAST_WILLQUEUE = CONSTANTS["FLAG_BCAST_WILLQUEUE"]  # tell others before re-queueing
+FLAG_DELIVERED = CONSTANTS["FLAG_DELIVERED"]              # handed to a consumer here
 
-# Indexes into Job.spec.
-REPL, DELAY, RETRY = 0, 1, 2
-
-JOB_ID_LEN = 40
-NODE_ID_LEN = 40
+JOB_ID_LEN = CONSTANTS["JOB_ID_LEN"]
+NODE_ID_LEN = CONSTANTS["NODE_ID_LEN"]
 WILLQUEUE_ADVANCE_MS = 500
 TIME_ERROR_MS = 500          # retry desynchronisation between nodes
 DEFAULT_TTL_S = 24 * 3600
 DEFAULT_RETRY_MAX_S = 5 * 60
-TTL_MINUTES_MAX = 0xFFFF
-RANDOM_ID_BYTES = 18        # 144 bits ...
-RANDOM_ID_CHARS = 24        # ... in base64
-IDS_PER_REFILL = 256
 GC_RETRY_MIN_PERIOD_MS = 1000            # first GC retry after 1 s ...
 GC_RETRY_MAX_PERIOD_MS = 3 * 60 * 1000   # ... doubling up to 3 minutes
 GC_RETRY_COUNT_MAX = 10
 
-_ID_RE = re.compile(rb"D-[0-9a-fA-F]{8}-[A-Za-z0-9+/]{24}-[0-9a-fA-F]{4}\Z")
+__all__ = ["Job", "IdGenerator", "is_valid_id", "new_job"]
 
 
 class JobExtra:
-    """Per-job state that only some jobs need."""
+    """Per-job state that only jobs being replicated or collected need,
+    kept by the node beside the job (Node.more), not in it."""
 
-    __slots__ = ("nacks", "deliveries", "confirmed", "gc_retry", "waiter", "repl_added_at")
+    __slots__ = ("confirmed", "waiter", "repl_added_at")
 
     def __init__(self) -> None:
-        self.nacks = 0
-        self.deliveries = 0
         # Nodes that confirmed: their copy (wait-repl) or the ack (acked).
         self.confirmed: set[bytes] | None = None
-        self.gc_retry = 0
         self.waiter = None           # the producer parked until copies are made
         self.repl_added_at = 0       # when the last node was asked for a copy
-
-
-class Job:
-    __slots__ = ("id", "queue", "body", "state", "flags", "spec", "ctime",
-                 "etime", "qtime", "awake", "delivered", "extra")
-
-    def __init__(self, job_id: bytes, queue: bytes, body: bytes | None,
-                 state: int, spec: tuple, ctime: int, etime: int,
-                 delivered: tuple) -> None:
-        self.id = job_id
-        self.queue = queue
-        self.body = body
-        self.state = state
-        self.flags = 0
-        self.spec = spec
-        self.ctime = ctime
-        self.etime = etime
-        self.qtime = 0
-        self.awake = None
-        self.delivered = delivered
-        self.extra: JobExtra | None = None
-
-    @property
-    def repl(self) -> int:
-        return self.spec[REPL]
-
-    @property
-    def delay(self) -> int:
-        return self.spec[DELAY]
-
-    @property
-    def retry(self) -> int:
-        return self.spec[RETRY]
-
-    @property
-    def nacks(self) -> int:
-        return self.extra.nacks if self.extra else 0
-
-    @property
-    def deliveries(self) -> int:
-        return self.extra.deliveries if self.extra else 0
-
-    @property
-    def confirmed(self) -> set[bytes] | None:
-        return self.extra.confirmed if self.extra else None
-
-    def more(self) -> JobExtra:
-        """The job's extra state, created on first use."""
-        extra = self.extra
-        if extra is None:
-            extra = self.extra = JobExtra()
-        return extra
-
-    def is_dummy_ack(self) -> bool:
-        return not self.delivered
-
-    def __repr__(self) -> str:
-        return f"<Job {self.id.decode()} {STATE_NAMES[self.state].decode()} q={self.queue!r}>"
-
-
-_specs: dict[tuple, tuple] = {}
-
-
-def intern_spec(repl: int, delay: int, retry: int) -> tuple:
-    """One shared (repl, delay, retry) tuple per distinct combination."""
-    key = (repl, delay, retry)
-    spec = _specs.get(key)
-    if spec is None:
-        if len(_specs) > 4096:  # unbounded variety: stop sharing, stay bounded
-            _specs.clear()
-        spec = _specs[key] = key
-    return spec
-
-
-def is_valid_id(job_id: bytes) -> bool:
-    """A well-formed job ID (any node's)."""
-    return len(job_id) == JOB_ID_LEN and _ID_RE.match(job_id) is not None
 
 
 def ttl_minutes_from_id(job_id: bytes) -> int:
@@ -163,55 +63,6 @@ def ttl_minutes_from_id(job_id: bytes) -> int:
 def is_at_most_once_id(job_id: bytes) -> bool:
     """IDs of retry-0 jobs carry an even TTL field."""
     return ttl_minutes_from_id(job_id) & 1 == 0
-
-
-class IdGenerator:
-    """Makes job IDs for one node: a hash, in counter mode, of a start-up seed.
-
-    Each refill hashes (seed || counter) with SHAKE-256, an extendable-output
-    hash, into the 144 random bits of IDS_PER_REFILL IDs at once, encodes
-    them in one base64 call (18 bytes are exactly 24 characters, so IDs never
-    straddle a padding boundary) and keeps them ready with the node prefix
-    in front. Making an ID is then a list pop and one concatenation with the
-    cached TTL suffix: this runs once per ADDJOB.
-    """
-
-    __slots__ = ("_prefix", "_seed", "_counter", "_suffixes", "_spare")
-
-    def __init__(self, node_id: bytes, seed: bytes) -> None:
-        self._prefix = b"D-" + node_id[:8] + b"-"
-        self._seed = seed
-        self._counter = 0
-        self._suffixes: dict[int, bytes] = {}   # ttl_s * 2 + at-least-once -> suffix
-        self._spare: list[bytes] = []           # prefix + random part, next one last
-
-    def next_id(self, ttl_s: int, retry_s: int) -> bytes:
-        spare = self._spare
-        if not spare:
-            spare = self._refill()
-        suffix = self._suffixes.get(ttl_s * 2 + (retry_s > 0))
-        if suffix is None:
-            suffix = self._ttl_suffix(ttl_s, retry_s)
-        return spare.pop() + suffix
-
-    def _refill(self) -> list[bytes]:
-        self._counter += 1
-        random_bytes = hashlib.shake_256(
-            self._seed + self._counter.to_bytes(8, "little")).digest(
-                RANDOM_ID_BYTES * IDS_PER_REFILL)
-        encoded = binascii.b2a_base64(random_bytes, newline=False)
-        prefix = self._prefix
-        spare = self._spare = [prefix + encoded[at:at + RANDOM_ID_CHARS] for at in
-                               range(len(encoded) - RANDOM_ID_CHARS, -1, -RANDOM_ID_CHARS)]
-        return spare
-
-    def _ttl_suffix(self, ttl_s: int, retry_s: int) -> bytes:
-        if len(self._suffixes) > 1024:
-            self._suffixes.clear()
-        minutes = min(ttl_s // 60, TTL_MINUTES_MAX)
-        minutes = minutes | 1 if retry_s > 0 else minutes & ~1
-        suffix = self._suffixes[ttl_s * 2 + (retry_s > 0)] = b"-%04x" % minutes
-        return suffix
 
 
 # ------------------------------------------------------------ serialization
@@ -254,8 +105,7 @@ def serialize_job(job: Job, now_s: int | None = None) -> bytes:
     if now_s is not None:
         etime = max(etime - now_s + 1, 1)
         flags &= ~FLAG_DELIVERED          # a local fact, not the receiver's
-    repl, delay, retry = job.spec
-    return _pack(job.id, job.state, flags, repl, job.ctime, etime, delay, retry,
+    return _pack(job.id, job.state, flags, job.repl, job.ctime, etime, job.delay, job.retry,
                  job.nacks, job.deliveries, job.queue or b"", job.body, job.delivered)
 
 

@@ -34,11 +34,11 @@ import os
 from disque_py.core.clock import Clock
 from disque_py.core.effects import AofDelJob, AofLoadJob, Unblock
 from disque_py.core.job import (ACKED, ACTIVE, FLAG_BCAST_QUEUED, FLAG_BCAST_WILLQUEUE,
-                                FLAG_DELIVERED, QUEUED, RETRY, TIME_ERROR_MS,
-                                WAIT_REPL, WILLQUEUE_ADVANCE_MS, IdGenerator, Job)
+                                FLAG_DELIVERED, QUEUED, TIME_ERROR_MS, WAIT_REPL,
+                                WILLQUEUE_ADVANCE_MS, Job, JobExtra)
 from disque_py.core.queue import PAUSED_IN, PAUSED_OUT, Queue
 from disque_py.core.scantable import ScanTable
-from disque_py.core.schedule import AwakeSchedule
+from disque_py.engine import AwakeSchedule, IdGenerator, JobTable
 from disque_py.core.waiters import JOB_REPLICATION, TIMED_OUT, Deadlines
 from disque_py.cluster import messages as msg
 from disque_py.core.acks import AcksMixin
@@ -66,7 +66,8 @@ class Node(ProducerMixin, ConsumerMixin, AcksMixin, ReplicationMixin, RequeueMix
         self._now_ms = clock.now_ms          # bound once: read on every hot path
         self._uniform = clock.random.random
         self.effects: list = []
-        self.jobs = ScanTable()
+        self.jobs = JobTable()
+        self.extras: dict[Job, JobExtra] = {}    # see more()
         self.queues = ScanTable(256)
         self.schedule = AwakeSchedule()
         self.deadlines = Deadlines()
@@ -117,6 +118,17 @@ class Node(ProducerMixin, ConsumerMixin, AcksMixin, ReplicationMixin, RequeueMix
     def lookup(self, job_id: bytes) -> Job | None:
         return self.jobs.get(job_id)
 
+    def more(self, job: Job) -> JobExtra:
+        """The extra state of a job being replicated or collected (created
+        on first use, dropped when the job leaves this node)."""
+        extra = self.extras.get(job)
+        if extra is None:
+            extra = self.extras[job] = JobExtra()
+        return extra
+
+    def extra_of(self, job: Job) -> JobExtra | None:
+        return self.extras.get(job)
+
     def queue(self, name: bytes) -> Queue:
         """The queue called `name`, created on first use."""
         q = self.queues.get(name)
@@ -143,7 +155,7 @@ class Node(ProducerMixin, ConsumerMixin, AcksMixin, ReplicationMixin, RequeueMix
     def register(self, job: Job) -> bool:
         """Add to the jobs table. The caller then schedules it (update_awake
         or enqueue), so a new job is placed in the schedule once."""
-        if not self.jobs.add(job.id, job):
+        if not self.jobs.add(job):
             return False
         body = job.body
         self.used_memory += JOB_MEMORY_OVERHEAD + (len(body) if body else 0)
@@ -155,8 +167,9 @@ class Node(ProducerMixin, ConsumerMixin, AcksMixin, ReplicationMixin, RequeueMix
             # Its producer still waits: answer it, and delete the copies.
             self.abandon_replication(job, NoReplError(REMOVED_BEFORE_COPIES))
             return True
-        if self.jobs.pop(job.id) is None:
+        if not self.jobs.discard(job):
             return False
+        self.extras.pop(job, None)
         if self.aof_enabled and (job.state == ACTIVE or job.state == QUEUED):
             self.effects.append(AofDelJob(job.id))
         body = job.body
@@ -195,23 +208,23 @@ class Node(ProducerMixin, ConsumerMixin, AcksMixin, ReplicationMixin, RequeueMix
         was_queued = record.state == QUEUED
         job = self._adopt(record, now, ACTIVE, persist=False)
         job.flags = record.flags
-        if job.spec[RETRY]:
+        if job.retry:
             job.flags |= FLAG_BCAST_WILLQUEUE
         if enqueue and was_queued:
-            if job.spec[RETRY] == 0:
+            if job.retry == 0:
                 job.qtime = now          # queued once more: it never was delivered
             self.enqueue(job)
         return True
 
     def set_requeue_time(self, job: Job, qtime: int) -> None:
         """Move the next re-queue; never revives an at-most-once job."""
-        if job.spec[RETRY] == 0 or job.qtime == 0:
+        if job.retry == 0 or job.qtime == 0:
             return
         job.qtime = qtime
         self.update_awake(job)
 
     def retry_time(self, job: Job, now_ms: int) -> int:
-        return now_ms + job.spec[RETRY] * 1000 + self.clock.jitter(TIME_ERROR_MS)
+        return now_ms + job.retry * 1000 + self.clock.jitter(TIME_ERROR_MS)
 
     # ------------------------------------------------------------- queues
 
@@ -226,7 +239,7 @@ class Node(ProducerMixin, ConsumerMixin, AcksMixin, ReplicationMixin, RequeueMix
         them at hand, to spare the lookups on the ADDJOB path."""
         if job.state != ACTIVE or job.qtime == 0:
             return False
-        retry = job.spec[RETRY]
+        retry = job.retry
         flags = job.flags
         if retry == 0 and flags & FLAG_DELIVERED:
             return False
@@ -236,9 +249,9 @@ class Node(ProducerMixin, ConsumerMixin, AcksMixin, ReplicationMixin, RequeueMix
         if flags & FLAG_BCAST_QUEUED or nack:
             # A re-queue: count it, and tell the other holders (they count too).
             if nack:
-                job.more().nacks += 1
+                job.nacks += 1
             else:
-                job.more().deliveries += 1
+                job.deliveries += 1
             if job.delivered is not self._only_me:
                 self.announce_queued(job, nack)
         if retry:
@@ -338,17 +351,17 @@ class Node(ProducerMixin, ConsumerMixin, AcksMixin, ReplicationMixin, RequeueMix
                 job.flags &= ~FLAG_BCAST_WILLQUEUE
             if state == ACTIVE and job.qtime <= now:
                 q = self.queues.get(job.queue)
-                if job.spec[RETRY] and q is not None and q.flags & PAUSED_IN:
+                if job.retry and q is not None and q.flags & PAUSED_IN:
                     job.qtime = self.retry_time(job, now)
                 else:
                     self.enqueue(job)
-            elif state == QUEUED and job.qtime <= now and job.spec[RETRY]:
+            elif state == QUEUED and job.qtime <= now and job.retry:
                 job.flags |= FLAG_BCAST_WILLQUEUE
                 job.qtime = self.retry_time(job, now)
         elif state == ACKED:
             self.try_gc(job, from_timer=True)
             return
-        if job.awake is None:
+        if job.awake_due is None:
             self.update_awake(job)
 
     def evict_idle_queues(self, budget: int = 64) -> int:
@@ -375,9 +388,9 @@ class Node(ProducerMixin, ConsumerMixin, AcksMixin, ReplicationMixin, RequeueMix
         """Forget every job and queue; the jobs themselves are freed in slices.
 
         Parked GETJOB clients get the timeout reply first, as in Disque.
-        Buckets and queue lists are cleared at once (that only drops
-        references: the jobs table still holds every job); the jobs table's
-        partitions are then released a few per tick, so freeing a million
+        The schedule and the queue lists are cleared at once (that only
+        drops references: the jobs table still holds every job); the old
+        table then releases its jobs a slice per tick, so freeing a million
         jobs never stalls the server.
         """
         for q in list(self.queues.values()):
@@ -386,25 +399,21 @@ class Node(ProducerMixin, ConsumerMixin, AcksMixin, ReplicationMixin, RequeueMix
         for job in list(self.replicating):      # producers waiting for copies
             self.abandon_replication(job, NoReplError(REMOVED_BEFORE_COPIES))
         old_jobs, old_queues = self.jobs, self.queues
-        buckets, _ = self.schedule.clear()
-        for bucket in buckets.values():
-            bucket.clear()      # also breaks the job <-> bucket reference cycle
+        self.schedule.clear()
         for q in old_queues.values():
             q.jobs.clear()
-        self.jobs = ScanTable()
+        self.jobs = JobTable()
+        self.extras.clear()
         self.queues = ScanTable(256)
         self.ready.clear()
         self.used_memory = 0
-        self._graveyard.extend(old_jobs.partitions())
+        self._graveyard.append(old_jobs)
 
     def _free_some(self, budget_jobs: int = FREE_SLICE_JOBS) -> None:
-        """Release flushed partitions holding about `budget_jobs` jobs."""
+        """Release about `budget_jobs` jobs of the flushed tables."""
         graveyard = self._graveyard
-        freed = 0
-        while graveyard and freed < budget_jobs:
-            part = graveyard.pop()
-            freed += len(part) + 1
-            part.clear()
+        if graveyard and graveyard[-1].release_some(budget_jobs):
+            graveyard.pop()
 
     @property
     def freeing(self) -> bool:

@@ -14,9 +14,8 @@ from __future__ import annotations
 
 import time
 
-from disque_py.core.job import (ACKED, ACTIVE, DEFAULT_RETRY_MAX_S, FLAG_DELIVERED, RETRY,
-                                WAIT_REPL, Job, intern_spec)
-from disque_py.core.job import _specs as _SPECS
+from disque_py.core.job import (ACKED, ACTIVE, DEFAULT_RETRY_MAX_S, FLAG_DELIVERED, WAIT_REPL,
+                                Job, new_job)
 from disque_py.cluster import messages as msg
 from disque_py.core.queue import PAUSED_IN
 
@@ -49,7 +48,7 @@ class ProducerMixin:
                 retry: int | None, ttl: int, maxlen: int, async_: bool,
                 client=None, timeout_ms: int = 0) -> Job:
         """Create a job. It comes back queued (or active, when delayed), or
-        in wait-repl state with job.extra.waiter parked for `client` when
+        in wait-repl state with self.more(job).waiter parked for `client` when
         the producer must wait for its copies (timeout 0: no deadline)."""
         if repl is None:
             repl = self.cluster_size if self.cluster_size < MAX_DEFAULT_REPLICATION \
@@ -86,13 +85,12 @@ class ProducerMixin:
         # A producer that waits for copies waits in wait-repl; otherwise the
         # job is active at once and enqueue() (or the awake timer) takes it.
         wait = extra_copies and not async_
-        job = Job(self.ids.next_id(ttl, retry), queue, body, WAIT_REPL if wait else ACTIVE,
-                  _SPECS.get((repl, delay, retry)) or intern_spec(repl, delay, retry),
-                  ctime, etime, () if external else self._only_me)
+        job = new_job(self.ids.next_id(ttl, retry), queue, body, WAIT_REPL if wait else ACTIVE,
+                      repl, delay, retry, ctime, etime, () if external else self._only_me)
         job.qtime = now + (delay or retry) * 1000
         keep_copy = not (async_ and external)
         if keep_copy:
-            if not self.jobs.add(job.id, job):
+            if not self.jobs.add(job):
                 raise CommandError(ID_COLLISION)
             self.used_memory += JOB_MEMORY_OVERHEAD + len(body)
         self.stats_jobs_created += 1
@@ -135,21 +133,22 @@ class ProducerMixin:
             self.evict_idle_queues()
             return self.used_memory <= self.memory_evict_at
         deadline = time.perf_counter() + FREE_MEMORY_BUDGET_S
-        parts = self.jobs.partitions()
-        index = self._rng.randrange(len(parts))
+        jobs = self.jobs
+        partitions = jobs.partition_count
+        index = self._rng.randrange(partitions)
         misses = visited = 0
         # A walk from a random partition samples jobs the way Disque's random
         # key does, without landing on empty partitions when jobs are few.
         while self.used_memory > self.memory_evict_at and misses <= FREE_MEMORY_MISSES \
-                and visited < len(parts) and time.perf_counter() < deadline:
-            part = parts[index]
-            index = (index + 1) % len(parts)
+                and visited < partitions and time.perf_counter() < deadline:
+            part = jobs.partition(index)
+            index = (index + 1) % partitions
             visited += 1
             if not part:
                 continue
             evicted = False
-            for job in list(part.values()):
-                if job.state == ACKED or (job.spec[RETRY] == 0 and job.flags & FLAG_DELIVERED):
+            for job in part:
+                if job.state == ACKED or (job.retry == 0 and job.flags & FLAG_DELIVERED):
                     self.unregister(job)
                     evicted = True
             misses = 0 if evicted else misses + 1

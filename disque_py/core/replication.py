@@ -20,8 +20,8 @@ from __future__ import annotations
 from disque_py.cluster import messages as msg
 from disque_py.core.effects import ToPeer
 from disque_py.core.job import (ACTIVE, FLAG_BCAST_QUEUED, FLAG_BCAST_WILLQUEUE, QUEUED,
-                                TIME_ERROR_MS, WAIT_REPL, Job, _specs, deserialize_jobs,
-                                intern_spec, serialize_job)
+                                TIME_ERROR_MS, WAIT_REPL, Job, deserialize_jobs, new_job,
+                                serialize_job)
 from disque_py.core.peers import new_tuple
 from disque_py.core.queue import PAUSED_IN
 from disque_py.core.waiters import JOB_REPLICATION, Waiter
@@ -41,7 +41,7 @@ class ReplicationMixin:
     def wait_for_copies(self, job: Job, client, deadline_ms: int, extra_copies: int,
                         external: bool, now: int) -> None:
         """Park the producer on `job` and ask peers for the copies."""
-        extra = job.more()
+        extra = self.more(job)
         extra.confirmed = set() if external else {self.id}
         waiter = Waiter(client, JOB_REPLICATION, deadline_ms)
         waiter.job = job
@@ -67,7 +67,8 @@ class ReplicationMixin:
             if added:
                 delivered = job.delivered = delivered + tuple(candidates)
         payload = serialize_job(job, self._now_ms() // 1000)
-        confirmed = job.extra.confirmed if job.extra is not None else None
+        extra = self.extra_of(job)
+        confirmed = extra.confirmed if extra is not None else None
         me, append = self.id, self.effects.append
         mflags = msg.MSG_NOREPLY if noreply else 0
         for node_id in delivered:
@@ -87,13 +88,14 @@ class ReplicationMixin:
         replicating = self.replicating
         wait = max(REPLICATION_RETRY_MS, RTT_RETRY_FACTOR * self.repl_rtt_ms)
         due = []
+        extras = self.extras
         for job in replicating:
-            if now - job.extra.repl_added_at < wait:
+            if now - extras[job].repl_added_at < wait:
                 break
             due.append(job)
         for job in due:
             self.replicate(job, 1, noreply=False)
-            job.extra.repl_added_at = now
+            extras[job].repl_added_at = now
             del replicating[job]
             replicating[job] = None         # to the back: asked last
 
@@ -102,18 +104,18 @@ class ReplicationMixin:
         every copy is external). False if the job left this node."""
         job.state = ACTIVE
         self.replicating.pop(job, None)
-        extra = job.more()
+        extra = self.more(job)
         waiter, extra.waiter = extra.waiter, None
         if waiter is not None:
             self.release(waiter, job.id)
         if self.id not in job.delivered:
             holders = sorted(extra.confirmed or ())
             if holders:
-                self.send(self._rng.choice(holders), msg.ENQUEUE, (job.id, job.spec[1]))
+                self.send(self._rng.choice(holders), msg.ENQUEUE, (job.id, job.delay))
             self.unregister(job)
             return False
         extra.confirmed = None
-        if job.spec[1] == 0:
+        if job.delay == 0:
             self.enqueue(job)
         else:
             self.update_awake(job)
@@ -124,7 +126,7 @@ class ReplicationMixin:
         """Give up waiting for copies: delete the job everywhere (best
         effort) and answer the producer with `outcome` (None: it is gone)."""
         self.replicating.pop(job, None)
-        extra = job.more()
+        extra = self.more(job)
         waiter, extra.waiter = extra.waiter, None
         job.state = ACTIVE
         self.send_to(job.delivered, msg.DELJOB, (job.id, 0))
@@ -165,10 +167,8 @@ class ReplicationMixin:
     def _adopt(self, record, now: int, state: int = ACTIVE, persist: bool = True) -> Job:
         """A copy received from a peer becomes a local job."""
         retry = record.retry
-        spec = _specs.get((record.repl, record.delay, retry)) \
-            or intern_spec(record.repl, record.delay, retry)
-        job = Job(record.id, record.queue, record.body, state, spec, record.ctime,
-                  record.etime, self._known_holders(record.delivered))
+        job = new_job(record.id, record.queue, record.body, state, record.repl, record.delay,
+                      retry, record.ctime, record.etime, self._known_holders(record.delivered))
         if retry:
             job.flags = FLAG_BCAST_QUEUED | FLAG_BCAST_WILLQUEUE
             # now + (delay + retry) s + Clock.jitter(TIME_ERROR_MS), inlined
@@ -176,9 +176,7 @@ class ReplicationMixin:
                          + int(self._uniform() * TIME_ERROR_MS) - TIME_ERROR_MS // 2)
         else:
             job.flags = FLAG_BCAST_QUEUED
-        if record.nacks or record.deliveries:
-            extra = job.more()
-            extra.nacks, extra.deliveries = record.nacks, record.deliveries
+        job.nacks, job.deliveries = record.nacks, record.deliveries
         self.register(job)
         self.update_awake(job)
         if persist:
@@ -202,12 +200,12 @@ class ReplicationMixin:
         job = self.jobs.get(job_id)
         if job is None or job.state != WAIT_REPL:
             return
-        extra = job.more()
+        extra = self.more(job)
         rtt = self._now_ms() - extra.repl_added_at      # since it last asked
         self.repl_rtt_ms += (rtt - self.repl_rtt_ms) / RTT_SMOOTHING
         confirmed = extra.confirmed
         confirmed.add(sender)
-        if len(confirmed) >= job.spec[0]:
+        if len(confirmed) >= job.repl:
             self.replication_achieved(job)
 
     def on_enqueue_message(self, sender: bytes, mflags: int, job_id: bytes, delay: int) -> None:

@@ -14,7 +14,7 @@ forward everywhere and takes the job out of every queue.
 from __future__ import annotations
 
 from disque_py.cluster import messages as msg
-from disque_py.core.job import (ACKED, ACTIVE, FLAG_BCAST_WILLQUEUE, QUEUED, RETRY,
+from disque_py.core.job import (ACKED, ACTIVE, FLAG_BCAST_WILLQUEUE, QUEUED,
                                 compare_node_ids_by_job)
 
 
@@ -45,15 +45,14 @@ class RequeueMixin:
         if job.state == QUEUED and (working or
                                     compare_node_ids_by_job(sender, self.id, job.id) > 0):
             self.dequeue(job)
-        if job.spec[RETRY]:
+        if job.retry:
             job.flags |= FLAG_BCAST_WILLQUEUE
             self.set_requeue_time(job, self.retry_time(job, self.clock.now_ms()))
         if not working and mflags & (msg.MSG_INCR_NACKS | msg.MSG_INCR_DELIV):
-            extra = job.more()
             if mflags & msg.MSG_INCR_NACKS:
-                extra.nacks += 1
+                job.nacks += 1
             if mflags & msg.MSG_INCR_DELIV:
-                extra.deliveries += 1
+                job.deliveries += 1
 
     def on_willqueue(self, sender: bytes, mflags: int, job_id: bytes, aux: int) -> None:
         job = self.jobs.get(job_id)

@@ -32,14 +32,14 @@ TEMP_SUFFIX = ".rewrite-%d.tmp"        # after the AOF's path; %d: the server's 
 
 
 class Rewrite:
-    def __init__(self, writer, partitions: list[dict]) -> None:
+    def __init__(self, writer, jobs) -> None:
         self.writer = writer
         self.started = time.monotonic()
         self.temp_path = writer.path + TEMP_SUFFIX % os.getpid()
         self.fd = os.open(self.temp_path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
         self.size = 0
         self.buffer: list[bytes] = []
-        self._partitions = partitions          # the jobs table's partitions, by reference
+        self._jobs = jobs                      # the jobs table (a FLUSHALL swaps it: this one stays)
         self._next_partition = 0
         try:
             self._write(aof_format.HEADER)
@@ -54,15 +54,16 @@ class Rewrite:
     def step(self) -> bool:
         """Write one slice of live jobs; True when every partition is done."""
         records: list[bytes] = []
-        partitions = self._partitions
-        while self._next_partition < len(partitions) and len(records) < REWRITE_SLICE_JOBS:
-            for job in list(partitions[self._next_partition].values()):
+        jobs = self._jobs
+        partitions = jobs.partition_count
+        while self._next_partition < partitions and len(records) < REWRITE_SLICE_JOBS:
+            for job in jobs.partition(self._next_partition):
                 if job.state == ACTIVE or job.state == QUEUED:
                     records.append(aof_format.load_job_record(serialize_job(job)))
             self._next_partition += 1
         if records:
             self._write(b"".join(records))
-        return self._next_partition >= len(partitions)
+        return self._next_partition >= partitions
 
     def finish(self) -> None:
         """Append what arrived meanwhile, make it durable, switch files.

@@ -71,7 +71,17 @@ def test_dockerfile_runs_the_server_with_the_sample_config_as_non_root():
     assert user not in ("root", "0"), "the image must not run as root"
     copies = [rest.split() for kw, rest in instructions() if kw == "COPY"]
     assert ["docker/disque.conf", IMAGE_CONF] in copies
-    assert re.match(r"python:3\.11\.\d+-slim", only("FROM")), "pin the slim 3.11 base"
+    stages = [rest for kw, rest in instructions() if kw == "FROM"]
+    assert len(stages) == 2 and all(re.match(r"python:3\.11\.\d+-slim", stage) for stage in stages), \
+        "a build stage and the final image, both on the pinned slim 3.11 base"
+
+
+def test_the_engine_is_compiled_in_a_build_stage_and_no_compiler_ships():
+    text = DOCKERFILE.read_text()
+    build, final = text.split("\nFROM ", 2)[1:]
+    assert "AS build" in build.splitlines()[0] and "gcc" in build and "pip wheel" in build
+    assert "gcc" not in final and "apt-get" not in final
+    assert "COPY --from=build /wheels /wheels" in final
 
 
 def test_sample_config_loads_with_the_server_loader(tmp_path):

@@ -273,7 +273,7 @@ def books_problem(node) -> str | None:
     is scheduled; queued jobs, and only they, sit in their queue; jobs
     waiting for copies, and only they, are in the replication loop."""
     for job in node.jobs.values():
-        if job.awake is None:
+        if job.awake_due is None:
             return f"{job} is in no awake bucket"
         q = node.queues.get(job.queue) if job.queue is not None else None
         if (job.state == QUEUED) != (q is not None and job in q.jobs):

@@ -40,7 +40,7 @@ def _gotjob_uncounted(self, sender, mflags, job_id, aux):
     """GOTJOB without the count: the first copy confirmed answers the producer."""
     job = self.jobs.get(job_id)
     if job is not None and job.state == WAIT_REPL:
-        job.more().confirmed.add(sender)
+        self.more(job).confirmed.add(sender)
         self.replication_achieved(job)
 
 

@@ -12,7 +12,7 @@ import pytest
 from disque_py.commands.context import Park
 from disque_py.commands.queues import render_outcome
 from disque_py.core.effects import Unblock
-from disque_py.core.schedule import BUCKET_MS
+from disque_py.engine import BUCKET_MS
 from disque_py.core.waiters import TIMED_OUT
 from disque_py.resp import encode
 from disque_py.server.state import ServerState

@@ -63,7 +63,7 @@ def check_structure(net: SimNet) -> None:
     for i in net.live():
         node = net.nodes[i]
         for job in node.jobs.values():
-            assert job.awake is not None, f"node {i}: {job} is not scheduled"
+            assert job.awake_due is not None, f"node {i}: {job} is not scheduled"
             in_queue = [j for j in node.queues.get(job.queue).jobs if j is job] \
                 if job.queue is not None and node.queues.get(job.queue) is not None else []
             if job.state == QUEUED:

@@ -18,7 +18,7 @@ from disque_py.core.job import (ACKED, ACTIVE, DEFAULT_TTL_S, FLAG_BCAST_WILLQUE
 from disque_py.core.node import AWAKE_BATCH
 from disque_py.core.producer import QUEUE_MEMORY_OVERHEAD
 from disque_py.core.queue import PAUSED_ALL, PAUSED_IN, PAUSED_OUT
-from disque_py.core.schedule import BUCKET_MS
+from disque_py.engine import BUCKET_MS
 from disque_py.core.waiters import TIMED_OUT
 from disque_py.errors import (AckedError, CommandError, MaxlenError, NoJobError, NoReplError,
                               PausedError, TooLateError)

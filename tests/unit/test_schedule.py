@@ -7,24 +7,21 @@ import random
 
 import pytest
 
+from disque_py.core.job import ACTIVE
 from disque_py.core.scantable import ScanTable
-from disque_py.core.schedule import BUCKET_MS, AwakeSchedule
 from disque_py.core.waiters import GETJOB, Deadlines, Waiter
+from disque_py.engine import BUCKET_MS, AwakeSchedule, IdGenerator, new_job
 
 T0 = 1_700_000_000_000
+_ids = IdGenerator(b"0123456789abcdef" * 2 + b"01234567", b"schedule tests")
 
 
 class Item:
-    """Stands in for a Job: the schedule only uses `awake` and identity."""
+    """A job made for the schedule's tests (the schedule uses only its links)."""
 
-    __slots__ = ("name", "awake")
-
-    def __init__(self, name):
-        self.name = name
-        self.awake = None
-
-    def __repr__(self):
-        return f"Item({self.name!r})"
+    def __new__(cls, name):
+        return new_job(_ids.next_id(3600, 60), b"q", b"body %r" % (name,), ACTIVE, 1, 0, 60,
+                       0, T0 // 1000 + 3600, ())
 
 
 def items(n):
@@ -45,7 +42,7 @@ def test_job_not_due_before_its_time():
     s, job = AwakeSchedule(), Item("a")
     s.schedule(job, T0 + 1005)
     assert s.pop_due(T0 + 1004, 100) == []
-    assert job.awake is not None
+    assert job.awake_due is not None
 
 
 def test_job_due_at_most_one_bucket_after_its_time():
@@ -53,7 +50,7 @@ def test_job_due_at_most_one_bucket_after_its_time():
     s.schedule(job, T0 + 1005)
     assert T0 + 1005 <= s.next_due() <= T0 + 1005 + BUCKET_MS
     assert s.pop_due(T0 + 1005 + BUCKET_MS, 100) == [job]
-    assert job.awake is None
+    assert job.awake_due is None
     assert len(s) == 0
 
 
@@ -135,7 +132,7 @@ def test_schedule_zero_takes_job_off():
     s, job = AwakeSchedule(), Item("a")
     s.schedule(job, T0 + 100)
     s.schedule(job, 0)
-    assert job.awake is None
+    assert job.awake_due is None
     assert s.pop_due(T0 + 1000, 10) == []
 
 
@@ -151,7 +148,7 @@ def test_unschedule_removes_job():
 def test_unschedule_of_unscheduled_job_is_harmless():
     s, job = AwakeSchedule(), Item("a")
     s.unschedule(job)
-    assert job.awake is None
+    assert job.awake_due is None
 
 
 def test_next_due_skips_emptied_buckets():

@@ -1,0 +1,35 @@
+"""The compiled engine: the job model in C-typed Cython classes.
+
+Imported from here, never from `_core` directly: this is where a build
+that no longer matches its sources is refused, loudly, instead of running
+yesterday's code (an edited .pyx needs `make build`, or `pip install -e .`).
+Where the sources are not shipped beside the extension (a wheel), there is
+nothing to compare and nothing is checked.
+"""
+
+from __future__ import annotations
+
+from disque_py.engine import _core, _sources
+
+STALE_BUILD = ("disque_py.engine was built from other sources than the ones beside it "
+               "(built {built}, sources {current}): rebuild it with `make build` "
+               "(or `pip install -e .`)")
+
+
+def _check_build_matches_sources() -> None:
+    if not _sources.source_files():
+        return
+    current = _sources.source_hash()
+    if current != _core.SOURCE_HASH:
+        raise ImportError(STALE_BUILD.format(built=_core.SOURCE_HASH[:12], current=current[:12]))
+
+
+_check_build_matches_sources()
+
+from disque_py.engine._core import (CONSTANTS, STATE_NAMES, AwakeSchedule,  # noqa: E402
+                                    IdGenerator, Job, JobTable, is_valid_id, new_job)
+
+BUCKET_MS = CONSTANTS["BUCKET_MS"]      # the awake schedule's resolution
+
+__all__ = ["BUCKET_MS", "CONSTANTS", "STATE_NAMES", "AwakeSchedule", "IdGenerator", "Job", "JobTable",
+           "is_valid_id", "new_job"]

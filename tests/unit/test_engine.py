@@ -1,0 +1,268 @@
+"""The compiled engine's own rules, driven directly: the job record, the job
+table and ID generation. (The awake schedule's rules are in
+test_schedule.py; the node's, built on these, in test_core_*.py.)"""
+
+from __future__ import annotations
+
+import gc
+import random
+import sys
+
+import pytest
+
+from disque_py import engine
+from disque_py.core.job import ACKED, ACTIVE, QUEUED
+from disque_py.engine import (AwakeSchedule, IdGenerator, Job, JobTable, is_valid_id,
+                              new_job)
+
+NODE_ID = b"0f1e2d3c4b5a69788796a5b4c3d2e1f00f1e2d3c"
+T0_S = 1_700_000_000
+
+
+@pytest.fixture
+def ids():
+    return IdGenerator(NODE_ID, b"engine tests")
+
+
+def make(ids, queue=b"q", body=b"body", state=ACTIVE, delivered=(NODE_ID,), ttl=3600,
+         retry=60):
+    return new_job(ids.next_id(ttl, retry), queue, body, state, 1, 0, retry, 1, T0_S + ttl,
+                   delivered)
+
+
+# ------------------------------------------------------------------ the build
+
+def test_the_build_matches_its_sources():
+    from disque_py.engine import _core, _sources
+    assert _core.SOURCE_HASH == _sources.source_hash()
+
+
+def test_a_stale_build_is_refused_at_import(monkeypatch):
+    from disque_py.engine import _sources
+    monkeypatch.setattr(_sources, "source_hash", lambda: "0" * 64)
+    with pytest.raises(ImportError, match="make build"):
+        engine._check_build_matches_sources()
+
+
+# ------------------------------------------------------------------ job record
+
+def test_jobs_are_not_tracked_by_the_cyclic_gc(ids):
+    job = make(ids)
+    assert not gc.is_tracked(job)
+    assert not gc.is_tracked(make(ids, queue=None, body=None, state=ACKED, delivered=()))
+
+
+def test_a_job_is_one_small_object(ids):
+    assert sys.getsizeof(make(ids)) <= 160
+
+
+def test_jobs_cannot_be_made_by_calling_the_class():
+    with pytest.raises(TypeError):
+        Job()
+
+
+def test_fields_read_back_as_given(ids):
+    job_id = ids.next_id(3600, 60)
+    job = new_job(job_id, b"q", b"payload", QUEUED, 3, 5, 60, 123456, T0_S, (NODE_ID,))
+    assert (job.id, job.queue, job.body, job.state, job.repl, job.delay, job.retry,
+            job.ctime, job.etime, job.delivered) == \
+        (job_id, b"q", b"payload", QUEUED, 3, 5, 60, 123456, T0_S, (NODE_ID,))
+    assert (job.nacks, job.deliveries, job.gc_retry, job.qtime, job.flags) == (0, 0, 0, 0, 0)
+    assert job.awake_due is None and not job.is_dummy_ack()
+
+
+def test_a_dummy_ack_has_no_queue_no_body_no_holders(ids):
+    job = make(ids, queue=None, body=None, state=ACKED, delivered=())
+    assert (job.queue, job.body, job.delivered) == (None, None, ())
+    assert job.is_dummy_ack()
+
+
+def test_an_empty_body_is_not_a_missing_one(ids):
+    assert make(ids, body=b"").body == b""
+
+
+def test_a_job_holds_its_queue_name_and_holders_without_copying_them(ids):
+    queue, holders = b"shared-queue-name", (NODE_ID,)
+    before = sys.getrefcount(queue), sys.getrefcount(holders)
+    job = make(ids, queue=queue, delivered=holders)
+    assert job.queue is queue and job.delivered is holders
+    assert (sys.getrefcount(queue), sys.getrefcount(holders)) == (before[0] + 1, before[1] + 1)
+    del job
+    assert (sys.getrefcount(queue), sys.getrefcount(holders)) == before
+
+
+def test_holders_can_be_replaced(ids):
+    job = make(ids)
+    job.delivered = (NODE_ID, b"x" * 40)
+    assert job.delivered == (NODE_ID, b"x" * 40)
+
+
+# ------------------------------------------------------------------ IDs
+
+def test_ids_have_disques_shape_and_the_node_prefix(ids):
+    job_id = ids.next_id(3600, 60)
+    assert len(job_id) == 40 and job_id.startswith(b"D-" + NODE_ID[:8] + b"-")
+    assert is_valid_id(job_id)
+
+
+@pytest.mark.parametrize("ttl, retry, suffix", [
+    (3600, 60, b"-003d"),             # 60 minutes, at least once: odd
+    (3600, 0, b"-003c"),              # at most once: even
+    (59, 1, b"-0001"),
+    (10 ** 9, 1, b"-ffff"),           # capped at 0xffff minutes
+])
+def test_the_ttl_suffix_encodes_minutes_and_the_guarantee(ids, ttl, retry, suffix):
+    assert ids.next_id(ttl, retry).endswith(suffix)
+
+
+def test_ids_do_not_repeat_across_refills(ids):
+    made = {ids.next_id(3600, 60) for _ in range(2000)}
+    assert len(made) == 2000
+
+
+def test_the_same_seed_gives_the_same_ids():
+    first = IdGenerator(NODE_ID, b"seed")
+    second = IdGenerator(NODE_ID, b"seed")
+    assert [first.next_id(60, 1) for _ in range(300)] == [second.next_id(60, 1) for _ in range(300)]
+
+
+@pytest.mark.parametrize("job_id", [
+    b"D-dcb833cf-8YL1NT17e9+wsA/09NqxscQI-05a1",
+    b"D-DCB833CF-8YL1NT17e9+wsA/09NqxscQI-05A1",
+])
+def test_well_formed_ids(job_id):
+    assert is_valid_id(job_id)
+
+
+@pytest.mark.parametrize("job_id", [
+    b"", b"D-", b"D-dcb833cf-8YL1NT17e9+wsA/09NqxscQI-05a",      # short
+    b"D-dcb833cf-8YL1NT17e9+wsA/09NqxscQI-05a1x",                  # long
+    b"X-dcb833cf-8YL1NT17e9+wsA/09NqxscQI-05a1",                   # prefix
+    b"D-dcb833cg-8YL1NT17e9+wsA/09NqxscQI-05a1",                   # node part not hex
+    b"D-dcb833cf-8YL1NT17e9+wsA/09Nqxsc=I-05a1",                   # not base64
+    b"D-dcb833cf-8YL1NT17e9+wsA/09NqxscQI-05a\x00",                # suffix not hex
+    b"D-dcb833cf_8YL1NT17e9+wsA/09NqxscQI-05a1",                   # separator
+    "D-dcb833cf-8YL1NT17e9+wsA/09NqxscQI-05a1",                    # not bytes
+])
+def test_malformed_ids(job_id):
+    assert not is_valid_id(job_id)
+
+
+# ------------------------------------------------------------------ job table
+
+def test_table_add_get_discard(ids):
+    table, job = JobTable(), make(ids)
+    assert table.add(job) and len(table) == 1
+    assert table.get(job.id) is job and job.id in table
+    assert not table.add(make(ids)) or len(table) == 2
+    assert table.discard(job) and table.get(job.id) is None
+    assert not table.discard(job)
+
+
+def test_a_second_job_with_the_same_id_is_refused(ids):
+    table, job = JobTable(), make(ids)
+    twin = new_job(job.id, b"other", b"x", ACTIVE, 1, 0, 1, 1, T0_S, ())
+    assert table.add(job) and not table.add(twin)
+    assert table.get(job.id) is job and len(table) == 1
+
+
+def test_lookups_of_anything_but_an_id_find_nothing(ids):
+    table = JobTable()
+    table.add(make(ids))
+    assert table.get(b"short") is None and table.get("D-" * 20) is None
+    assert table.pop(b"x" * 40) is None
+
+
+def test_the_table_holds_one_reference_per_job(ids):
+    table, job = JobTable(), make(ids)
+    before = sys.getrefcount(job)
+    table.add(job)
+    assert sys.getrefcount(job) == before + 1
+    table.discard(job)
+    assert sys.getrefcount(job) == before
+
+
+def test_a_large_table_grows_and_shrinks_and_finds_everything(ids):
+    table = JobTable()
+    jobs = [make(ids) for _ in range(30_000)]
+    for job in jobs:
+        assert table.add(job)
+    assert len(table) == 30_000 and all(table.get(job.id) is job for job in jobs)
+    rng = random.Random(1)
+    gone = set(rng.sample(range(30_000), 25_000))
+    for index in gone:
+        assert table.pop(jobs[index].id) is jobs[index]
+    assert len(table) == 5_000
+    assert sorted(job.id for job in table.values()) == \
+        sorted(jobs[i].id for i in range(30_000) if i not in gone)
+
+
+def test_scan_returns_every_stable_job_despite_changes(ids):
+    table = JobTable()
+    stable = [make(ids) for _ in range(3000)]
+    for job in stable:
+        table.add(job)
+    seen, cursor, churn = set(), 0, []
+    while True:
+        cursor, found = table.scan(cursor, 50, None, False)
+        seen.update(job.id for job in found)
+        for _ in range(20):               # adds and removes between calls
+            extra = make(ids)
+            table.add(extra)
+            churn.append(extra)
+        while len(churn) > 100:
+            table.discard(churn.pop(0))
+        if cursor == 0:
+            break
+    assert {job.id for job in stable} <= seen
+
+
+def test_scan_filters_and_bounds_its_work(ids):
+    table = JobTable()
+    for n in range(500):
+        table.add(make(ids, queue=b"even" if n % 2 == 0 else b"odd"))
+    cursor, found = table.scan(0, 10, lambda job: job.queue == b"even", False)
+    assert cursor != 0 and 10 <= len(found) and all(job.queue == b"even" for job in found)
+    assert table.scan(0, 10, None, True)[0] == 0              # busyloop: all at once
+    assert len(table.scan(0, -1, None, False)[1]) == 500      # negative count: the same
+
+
+@pytest.mark.parametrize("cursor", [-1, 4096, 10 ** 30])
+def test_a_cursor_out_of_range_is_a_finished_scan(ids, cursor):
+    table = JobTable()
+    table.add(make(ids))
+    assert table.scan(cursor, 10, None, False) == (0, [])
+
+
+def test_a_huge_count_scans_everything(ids):
+    table = JobTable()
+    for _ in range(100):
+        table.add(make(ids))
+    cursor, found = table.scan(0, 10 ** 30, None, False)
+    assert (cursor, len(found)) == (0, 100)
+
+
+def test_release_some_frees_a_flushed_table_in_slices(ids):
+    table = JobTable()
+    jobs = [make(ids) for _ in range(5000)]
+    for job in jobs:
+        table.add(job)
+    slices = 0
+    while not table.release_some(1000):
+        slices += 1
+    assert slices >= 4 and len(table) == 0
+    del job
+    jobs.append(make(ids))                  # never in the table: as the others are now
+    assert len({sys.getrefcount(job) for job in jobs}) == 1
+
+
+def test_a_job_in_the_table_and_the_schedule_outlives_both(ids):
+    table, schedule = JobTable(), AwakeSchedule()
+    job = make(ids)
+    job_id = job.id
+    table.add(job)
+    schedule.schedule(job, 1000)
+    del job
+    table.pop(job_id)           # the schedule still holds it
+    [due] = schedule.pop_due(10_000, 10)
+    assert due.id == job_id and due.awake_due is None
