@@ -22,15 +22,18 @@ from typing import Callable
 from disque_py.errors import (NOAUTH_MESSAGE, OOM_MESSAGE, CommandError, DisqueError,
                               MisconfError, NoAuthError, OutOfMemoryError)
 from disque_py.commands import acks, admin, cluster, diagnostics, jobs, queues
+from disque_py.engine import CommandCore, HOT_COMMANDS
 
 FLAG_NAMES = (("w", "write"), ("r", "readonly"), ("m", "denyoom"), ("a", "admin"),
               ("l", "loading"), ("M", "skip_monitor"), ("F", "fast"))
 IMPLICIT_ACL_CATEGORIES = (("w", "@write"), ("r", "@read"), ("a", "@admin"), ("a", "@dangerous"))
 
 
-class Command:
-    __slots__ = ("name", "handler", "arity", "flags", "denyoom", "monitored", "fast",
-                 "needs_disk", "calls", "seconds")
+class Command(CommandCore):
+    """A table entry. Its arity, hot-command number, disk flag and INFO
+    commandstats (calls, seconds) are C fields: the fast path reads them."""
+
+    __slots__ = ("name", "handler", "flags", "denyoom", "monitored", "fast")
 
     def __init__(self, name: bytes, handler: Callable, arity: int, flags: str) -> None:
         self.name = name
@@ -43,6 +46,8 @@ class Command:
         # Refused with -MISCONF while the AOF is failing, as in Disque: every
         # write command, and PING, so that health checks see the broken disk.
         self.needs_disk = "w" in flags or handler is admin.ping
+        # Compiled in the engine (engine/hot.pxi): the fast path runs it.
+        self.hot = HOT_COMMANDS.get(name.decode(), 0)
         # INFO commandstats: commands whose handler ran, and their time.
         self.calls = 0
         self.seconds = 0.0
@@ -138,6 +143,10 @@ class CommandTable:
         # Clients send upper or lower case; both are looked up without lower().
         self._by_name = dict(commands)
         self._by_name.update((name.upper(), cmd) for name, cmd in commands.items())
+
+    def hot_entries(self) -> list[tuple[bytes, Command]]:
+        """(name, command) of the compiled commands, under their names here."""
+        return [(name, command) for name, command in self.commands.items() if command.hot]
 
     def lookup(self, name: bytes) -> Command | None:
         command = self._by_name.get(name)

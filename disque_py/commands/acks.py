@@ -1,15 +1,11 @@
-"""Acknowledgement commands: ACKJOB and FASTACK."""
+"""Acknowledgement commands: ACKJOB and FASTACK, compiled (engine/hot.pxi
+parses, runs and answers them; the collection of acks is core/acks.py)."""
 
 from __future__ import annotations
 
-from disque_py.commands.args import job_ids
+from disque_py.commands.context import compiled
 
-
-def ackjob(server, session, argv):
-    """ACKJOB job-id ... job-id"""
-    return server.node.ack_jobs(job_ids(server, argv))
-
-
-def fastack(server, session, argv):
-    """FASTACK job-id ... job-id"""
-    return server.node.fast_ack(job_ids(server, argv))
+# ACKJOB job-id ... job-id
+ackjob = compiled("ackjob")
+# FASTACK job-id ... job-id
+fastack = compiled("fastack")

@@ -20,10 +20,10 @@ from disque_py import DISQUE_VERSION
 from disque_py.commands import info as info_sections
 from disque_py.commands.args import c_string, int_or_error, parse_int, parse_timeout
 from disque_py.commands.cluster import hello_nodes
-from disque_py.commands.context import NO_REPLY, REPLY_OFF, REPLY_SKIP_NEXT
+from disque_py.commands.context import NO_REPLY, REPLY_OFF, REPLY_SKIP_NEXT, compiled
 from disque_py.errors import (NOAUTH_MESSAGE, SYNTAX_ERROR, CommandError, NoAuthError,
                               NoProtoError, WrongPassError)
-from disque_py.resp import OK, PONG, Map, Raw, SetReply, Verbatim
+from disque_py.resp import OK, Map, Raw, SetReply, Verbatim
 
 HELLO_FORMAT_VERSION = 1
 NO_PASSWORD_SET = "Client sent AUTH, but no password is set"
@@ -51,11 +51,8 @@ def auth(server, session, argv):
     return OK
 
 
-def ping(server, session, argv):
-    """PING [message]"""
-    if len(argv) > 2:
-        raise CommandError("wrong number of arguments for 'ping' command")
-    return PONG if len(argv) == 1 else argv[1]
+# PING [message]
+ping = compiled("ping")
 
 
 def info(server, session, argv):

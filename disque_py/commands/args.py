@@ -13,32 +13,14 @@ from __future__ import annotations
 
 import re
 
-from disque_py.core.job import is_valid_id
+# parse_int is strtoll's rule, compiled: the hot commands read numbers with it too.
+from disque_py.engine import is_valid_id, parse_int
 from disque_py.errors import (BADID_MESSAGE, INVALID_CURSOR, NOT_INTEGER, SYNTAX_ERROR,
                               TIMEOUT_NEGATIVE, TIMEOUT_NOT_INTEGER, BadIdError,
                               CommandError)
 
-INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
-_STRTOLL = re.compile(rb"[+-]?[0-9]+\Z")
 _STRTOUL = re.compile(rb"(?:[+-]?[0-9]+)?\Z")
 UINT64_LIMIT = 1 << 64
-
-
-def parse_int(value: bytes) -> int | None:
-    """A signed 64-bit integer as strtoll reads it, or None."""
-    if value.isdigit():
-        number = int(value)
-    elif not value:
-        return 0
-    elif _STRTOLL.match(value):
-        number = int(value)
-    elif b"\0" in value:
-        return parse_int(c_string(value))
-    else:
-        return None
-    if number > INT64_MAX or number < INT64_MIN:
-        return None
-    return number
 
 
 def c_string(value: bytes) -> bytes:
@@ -109,17 +91,17 @@ def parse_scan_options(args: "ArgReader", options: dict) -> tuple[int, bool, int
     return count, busyloop, cursor or 0
 
 
-def check_job_ids(ids: list[bytes], known) -> None:
-    """Raise BADID unless every ID is well formed (known ones are, by construction)."""
+def check_job_ids(ids: list[bytes]) -> None:
+    """Raise BADID unless every ID is well formed."""
     for job_id in ids:
-        if known(job_id) is None and not is_valid_id(job_id):
+        if not is_valid_id(job_id):
             raise BadIdError(BADID_MESSAGE)
 
 
-def job_ids(server, argv: list[bytes]) -> list[bytes]:
+def job_ids(argv: list[bytes]) -> list[bytes]:
     """The job IDs after the command name, all validated before any is used."""
     ids = argv[1:]
-    check_job_ids(ids, server.node.lookup)
+    check_job_ids(ids)
     return ids
 
 

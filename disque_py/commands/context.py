@@ -1,8 +1,10 @@
 """Reply markers a handler returns when it cannot answer yet, or not at
-all, and the CLIENT REPLY flags that decide whether a reply is written."""
+all, the CLIENT REPLY flags that decide whether a reply is written, and how
+the command table runs a compiled command."""
 
 from __future__ import annotations
 
+from disque_py.engine import HOT_COMMANDS, run_hot
 from disque_py.resp import Raw
 
 
@@ -43,3 +45,18 @@ def reply_flags_after_command(flags: int) -> int:
     if flags & REPLY_SKIP_NEXT:
         return (flags & ~REPLY_SKIP_NEXT) | REPLY_SKIP
     return flags & ~REPLY_SKIP
+
+
+def compiled(name: str):
+    """The handler of a hot command: the engine parses, runs and answers it
+    (engine/hot.pxi, the code the connection's fast path runs), and parks
+    the client here when it must wait. `name` is the command's table name."""
+    kind = HOT_COMMANDS[name]
+
+    def handler(server, session, argv):
+        reply = run_hot(kind, server.node, session, argv)
+        if type(reply) is tuple:
+            return Park(*reply)
+        return Raw(reply)
+    handler.__name__ = name
+    return handler

@@ -1,59 +1,33 @@
 """Queue commands: GETJOB, QLEN, QPEEK, QSTAT, QSCAN, ENQUEUE, DEQUEUE,
-NACK, WORKING, PAUSE; and how a parked GETJOB is finally answered."""
+NACK, WORKING, PAUSE; and how a parked GETJOB is finally answered.
+
+GETJOB, QLEN, ENQUEUE, NACK, DEQUEUE and WORKING are compiled (engine/hot.pxi
+parses, runs and answers them); the others are parsed here."""
 
 from __future__ import annotations
 
-from disque_py.commands.args import (ArgReader, check_job_ids, int_or_error, job_ids,
-                                     parse_int, parse_scan_options, parse_timeout)
-from disque_py.commands.context import Park
-from disque_py.commands.jobs import render_jobs
-from disque_py.core.queue import PAUSED_ALL, PAUSED_IN, PAUSED_OUT, PAUSE_STATE_NAMES
+from disque_py.commands.args import ArgReader, int_or_error, parse_scan_options
+from disque_py.commands.context import compiled
 from disque_py.core.waiters import GETJOB, TIMED_OUT
-from disque_py.errors import LEAVING_MESSAGE, SYNTAX_ERROR, CommandError, LeavingError
+from disque_py.engine import PAUSED_ALL, PAUSED_IN, PAUSED_OUT, PAUSE_STATE_NAMES, render_jobs
+from disque_py.errors import SYNTAX_ERROR, CommandError
 from disque_py.resp import EMPTY_ARRAY, NULL_ARRAY, Raw
 
-COUNT_POSITIVE = "COUNT must be a number greater than zero"
 PAUSE_OPTIONS = {b"in": PAUSED_IN, b"out": PAUSED_OUT, b"all": PAUSED_ALL}
 
 
-def getjob(server, session, argv):
-    """GETJOB [NOHANG] [TIMEOUT ms] [COUNT n] [WITHCOUNTERS] FROM queue1 ... queueN"""
-    timeout, count, nohang, withcounters, queues = _getjob_options(argv)
-    node = server.node
-    jobs = node.get_jobs(queues, count)
-    if jobs:
-        return render_jobs(jobs, withcounters)
-    if nohang:
-        return NULL_ARRAY
-    if node.leaving:
-        raise LeavingError(LEAVING_MESSAGE)
-    deadline = node.clock.now_ms() + timeout if timeout else 0
-    return Park(node.block(session, queues, deadline, withcounters))
-
-
-def _getjob_options(argv: list[bytes]):
-    timeout, count, nohang, withcounters = 0, 1, False, False
-    args = ArgReader(argv, 1)
-    while args:
-        option = args.option()
-        if option == b"from":
-            queues = args.rest()
-            if not queues:
-                break
-            return timeout, count, nohang, withcounters, queues
-        if option == b"nohang":
-            nohang = True
-        elif option == b"withcounters":
-            withcounters = True
-        elif option == b"timeout" and args.has_value:
-            timeout = parse_timeout(args.raw())
-        elif option == b"count" and args.has_value:
-            count = parse_int(args.raw())
-            if count is None or count <= 0:
-                raise CommandError(COUNT_POSITIVE)
-        else:
-            break
-    raise CommandError(SYNTAX_ERROR)
+# GETJOB [NOHANG] [TIMEOUT ms] [COUNT n] [WITHCOUNTERS] FROM queue1 ... queueN
+getjob = compiled("getjob")
+# QLEN queue
+qlen = compiled("qlen")
+# ENQUEUE job-id ... job-id
+enqueue = compiled("enqueue")
+# NACK job-id ... job-id
+nack = compiled("nack")
+# DEQUEUE job-id ... job-id
+dequeue = compiled("dequeue")
+# WORKING job-id
+working = compiled("working")
 
 
 def render_outcome(waiter, outcome):
@@ -64,15 +38,10 @@ def render_outcome(waiter, outcome):
         if outcome is TIMED_OUT:
             return NULL_ARRAY
         if isinstance(outcome, list):
-            return render_jobs(outcome, waiter.withcounters)
+            return Raw(render_jobs(outcome, waiter.withcounters))
     elif type(outcome) is bytes:
         return Raw(b"+%b\r\n" % outcome)
     return outcome
-
-
-def qlen(server, session, argv):
-    """QLEN queue"""
-    return server.node.queue_length(argv[1])
 
 
 def qpeek(server, session, argv):
@@ -81,12 +50,7 @@ def qpeek(server, session, argv):
     q = server.node.queues.get(argv[1])
     if q is None or not q.jobs:
         return EMPTY_ARRAY
-    jobs = q.jobs
-    if count < 0:
-        chosen = list(jobs.islice(max(len(jobs) + count, 0), reverse=True))
-    else:
-        chosen = list(jobs.islice(0, count))
-    return render_jobs(chosen, False)
+    return Raw(render_jobs(q.jobs.peek(count), False))
 
 
 def qstat(server, session, argv):
@@ -139,28 +103,6 @@ def _filter_value(raw: bytes) -> int | None:
     """A QSCAN filter bound; -1 means "not given", as in Disque."""
     value = int_or_error(raw)
     return None if value == -1 else value
-
-
-def enqueue(server, session, argv):
-    """ENQUEUE job-id ... job-id"""
-    return server.node.enqueue_jobs(job_ids(server, argv), nack=False)
-
-
-def nack(server, session, argv):
-    """NACK job-id ... job-id"""
-    return server.node.enqueue_jobs(job_ids(server, argv), nack=True)
-
-
-def dequeue(server, session, argv):
-    """DEQUEUE job-id ... job-id"""
-    return server.node.dequeue_jobs(job_ids(server, argv))
-
-
-def working(server, session, argv):
-    """WORKING job-id"""
-    node = server.node
-    check_job_ids(argv[1:], node.lookup)
-    return node.working(argv[1])
 
 
 def pause(server, session, argv):

@@ -13,61 +13,19 @@ reach a copy on the other side of a partition. Its SETACK goes to every
 node; a node that knows the job takes over the collection; a dummy ack
 nobody knows is dropped once every node said so. Its expire time comes
 from the TTL encoded in the ID. FASTACK and DELJOB skip the protocol.
+
+ACKJOB, FASTACK and DELJOB themselves, and acknowledge(), are NodeCore's
+(engine/node.pxi): a job whose only copy is here is deleted there at once;
+the collection below runs for the others.
 """
 
 from __future__ import annotations
 
 from disque_py.cluster import messages as msg
-from disque_py.core.effects import AofDelJob
-from disque_py.core.job import (ACKED, GC_RETRY_COUNT_MAX, GC_RETRY_MAX_PERIOD_MS,
-                                GC_RETRY_MIN_PERIOD_MS, WAIT_REPL, Job, is_at_most_once_id,
-                                new_job, ttl_minutes_from_id)
-
-GC_JITTER_MS = 500
+from disque_py.core.job import ACKED, GC_RETRY_COUNT_MAX, Job, new_job, ttl_minutes_from_id
 
 
 class AcksMixin:
-    # ------------------------------------------------------------ commands
-
-    def ack_jobs(self, job_ids: list[bytes]) -> int:
-        """ACKJOB: returns how many known jobs moved to the acked state."""
-        known = 0
-        for job_id in job_ids:
-            job = self.jobs.get(job_id)
-            if job is None:
-                if self.cluster_size > 1 and not self.leaving \
-                        and not is_at_most_once_id(job_id):
-                    job = self._dummy_ack(job_id)
-            elif job.state != ACKED:
-                self.acknowledge(job)
-                known += 1
-            if job is not None:
-                self.try_gc(job)
-        return known
-
-    def fast_ack(self, job_ids: list[bytes]) -> int:
-        """FASTACK: delete at once, and ask every node that may have a copy
-        (all of them, for an unknown job) to delete it too, best effort."""
-        deleted = 0
-        for job_id in job_ids:
-            job = self.jobs.get(job_id)
-            targets = self.known_peers if job is None else job.delivered
-            self.send_to(targets, msg.DELJOB, (job_id, 0))
-            if job is not None:
-                self.unregister(job)
-                deleted += 1
-        return deleted
-
-    def delete_jobs(self, job_ids: list[bytes]) -> int:
-        """DELJOB: forget jobs on this node only, whatever their state."""
-        deleted = 0
-        for job_id in job_ids:
-            job = self.jobs.get(job_id)
-            if job is not None:
-                self.unregister(job)
-                deleted += 1
-        return deleted
-
     # ------------------------------------------------------------ state
 
     def _dummy_ack(self, job_id: bytes) -> Job:
@@ -77,20 +35,6 @@ class AcksMixin:
         self.register(job)
         self.update_awake(job, self._next_gc_time(0))
         return job
-
-    def acknowledge(self, job: Job) -> None:
-        if job.state == ACKED:
-            return
-        if job.state == WAIT_REPL and not self.replication_achieved(job):
-            return
-        self.dequeue(job)
-        job.state = ACKED
-        if self.aof_enabled:
-            self.effects.append(AofDelJob(job.id))   # acks are not persisted: the job is gone
-        extra = self.extra_of(job)
-        if extra is not None:
-            extra.confirmed = None
-        self.update_awake(job, self._next_gc_time(0))
 
     def try_gc(self, job: Job, from_timer: bool = False) -> None:
         """Delete an acked job once every node that may have it confirmed;
@@ -121,10 +65,6 @@ class AcksMixin:
 
     def send_setack(self, node_id: bytes, job: Job) -> None:
         self.send(node_id, msg.SETACK, (job.id, len(job.delivered)))
-
-    def _next_gc_time(self, attempts: int) -> int:
-        period = min(GC_RETRY_MIN_PERIOD_MS << attempts, GC_RETRY_MAX_PERIOD_MS)
-        return self.clock.now_ms() + period + self.clock.jitter(GC_JITTER_MS)
 
     # ------------------------------------------------------------ messages
 

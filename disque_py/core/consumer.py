@@ -1,50 +1,23 @@
-"""Consuming jobs: GETJOB, blocking, NACK/ENQUEUE/DEQUEUE and WORKING.
+"""Consumers that wait: a GETJOB that found nothing parks here, and PAUSE.
 
-GETJOB takes jobs from the named queues left to right, pass after pass,
-until COUNT jobs or a pass that finds nothing. A client that found nothing
-parks as a Waiter on every queue it named; when a job is queued on one of
-them the queue is marked ready and serve_ready() hands each waiter exactly
-one job, oldest waiter first, as Disque does. A queue paused in output
-neither serves nor wakes anyone until the pause is lifted.
+GETJOB itself (NodeCore.get_jobs, engine/node.pxi) takes jobs from the
+named queues left to right, pass after pass, until COUNT jobs or a pass
+that finds nothing. A client that found nothing parks as a Waiter on every
+queue it named; when a job is queued on one of them the queue is marked
+ready and serve_ready() hands each waiter exactly one job, oldest waiter
+first, as Disque does. A queue paused in output neither serves nor wakes
+anyone until the pause is lifted.
 """
 
 from __future__ import annotations
 
 from disque_py.cluster import messages as msg
-from disque_py.core.job import ACKED, ACTIVE, FLAG_BCAST_WILLQUEUE, QUEUED, Job
-from disque_py.core.queue import PAUSED_ALL, PAUSED_OUT
 from disque_py.core.waiters import GETJOB, JOB_REPLICATION, Waiter
-from disque_py.errors import (LEAVING_MESSAGE, AckedError, LeavingError, NoJobError,
-                              TooLateError)
-
-JOB_UNKNOWN = "Job not known in the context of this node."
-JOB_ACKED = "The job is already acknowledged."
-HALF_TTL_ELAPSED = ("Half of job TTL already elapsed, you are no longer allowed "
-                    "to postpone the next delivery.")
+from disque_py.engine import PAUSED_ALL, PAUSED_OUT
+from disque_py.errors import LEAVING_MESSAGE, LeavingError
 
 
 class ConsumerMixin:
-    def get_jobs(self, queue_names: list[bytes], count: int) -> list[Job]:
-        """Up to `count` jobs from the queues, in order; [] if none is ready."""
-        taken: list[Job] = []
-        queues = self.queues
-        while True:
-            before = len(taken)
-            for name in queue_names:
-                q = queues.get(name)
-                if q is None:
-                    q = self.queue(name)
-                if q.flags & PAUSED_OUT or not q.jobs:
-                    self.need_jobs(q, False)
-                    continue
-                taken.append(self.fetch(q))
-                if not q.jobs:
-                    self.need_jobs(q, True)
-                if len(taken) == count:
-                    return taken
-            if len(taken) == before:
-                return taken
-
     def block(self, client, queue_names: list[bytes], deadline_ms: int,
               withcounters: bool) -> Waiter:
         """Park `client` until a job arrives on any of the queues."""
@@ -116,45 +89,6 @@ class ConsumerMixin:
             q = queues.get(name)
             if q is not None:
                 yield q
-
-    # ------------------------------------------------------- re-delivery
-
-    def enqueue_jobs(self, job_ids: list[bytes], nack: bool) -> int:
-        """ENQUEUE / NACK: queue the active ones; returns how many were queued."""
-        queued = 0
-        for job_id in job_ids:
-            job = self.jobs.get(job_id)
-            if job is not None and job.state == ACTIVE and self.enqueue(job, nack):
-                queued += 1
-        return queued
-
-    def dequeue_jobs(self, job_ids: list[bytes]) -> int:
-        dequeued = 0
-        for job_id in job_ids:
-            job = self.jobs.get(job_id)
-            if job is not None and self.dequeue(job):
-                dequeued += 1
-        return dequeued
-
-    def working(self, job_id: bytes) -> int:
-        """Postpone the next delivery by the job's retry time; returns it."""
-        job = self.jobs.get(job_id)
-        if job is None:
-            raise NoJobError(JOB_UNKNOWN)
-        if job.state == ACKED:
-            raise AckedError(JOB_ACKED)
-        now = self.clock.now_ms()
-        born_ms = job.ctime // 1_000_000
-        ttl_ms = job.etime * 1000 - born_ms
-        if ttl_ms > 0 and now - born_ms > ttl_ms // 2:
-            raise TooLateError(HALF_TTL_ELAPSED)
-        if job.state == QUEUED:
-            self.dequeue(job)
-        job.flags |= FLAG_BCAST_WILLQUEUE
-        self.set_requeue_time(job, self.retry_time(job, now))
-        if job.delivered is not self._only_me:
-            self.announce_working(job)
-        return job.retry
 
     # ------------------------------------------------------------ pausing
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from disque_py.cluster import messages as msg
 from disque_py.core.job import ACKED, ACTIVE, FLAG_BCAST_QUEUED, Job, deserialize_jobs, serialize_job
-from disque_py.core.queue import PAUSED_OUT, Queue
+from disque_py.engine import PAUSED_OUT, Queue
 
 NEEDJOBS_MIN_REQUEST = 5
 NEEDJOBS_MAX_REQUEST = 100

@@ -17,7 +17,8 @@ from __future__ import annotations
 import struct
 from typing import NamedTuple
 
-from disque_py.engine import CONSTANTS, STATE_NAMES, IdGenerator, Job, is_valid_id, new_job
+from disque_py.engine import (CONSTANTS, STATE_NAMES, IdGenerator, Job, is_at_most_once_id,
+                              is_valid_id, new_job)
 
 WAIT_REPL = CONSTANTS["WAIT_REPL"]
 ACTIVE = CONSTANTS["ACTIVE"]
@@ -32,15 +33,15 @@ FLAG_DELIVERED = CONSTANTS["FLAG_DELIVERED"]              # handed to a consumer
 
 JOB_ID_LEN = CONSTANTS["JOB_ID_LEN"]
 NODE_ID_LEN = CONSTANTS["NODE_ID_LEN"]
-WILLQUEUE_ADVANCE_MS = 500
-TIME_ERROR_MS = 500          # retry desynchronisation between nodes
-DEFAULT_TTL_S = 24 * 3600
-DEFAULT_RETRY_MAX_S = 5 * 60
-GC_RETRY_MIN_PERIOD_MS = 1000            # first GC retry after 1 s ...
-GC_RETRY_MAX_PERIOD_MS = 3 * 60 * 1000   # ... doubling up to 3 minutes
-GC_RETRY_COUNT_MAX = 10
+WILLQUEUE_ADVANCE_MS = CONSTANTS["WILLQUEUE_ADVANCE_MS"]
+TIME_ERROR_MS = CONSTANTS["TIME_ERROR_MS"]
+DEFAULT_TTL_S = CONSTANTS["DEFAULT_TTL_S"]
+DEFAULT_RETRY_MAX_S = CONSTANTS["DEFAULT_RETRY_MAX_S"]
+GC_RETRY_COUNT_MAX = CONSTANTS["GC_RETRY_COUNT_MAX"]
+JOB_MEMORY_OVERHEAD = CONSTANTS["JOB_MEMORY_OVERHEAD"]     # the memory estimate, per job
+QUEUE_MEMORY_OVERHEAD = CONSTANTS["QUEUE_MEMORY_OVERHEAD"]  # ... and per queue
 
-__all__ = ["Job", "IdGenerator", "is_valid_id", "new_job"]
+__all__ = ["Job", "IdGenerator", "is_at_most_once_id", "is_valid_id", "new_job"]
 
 
 class JobExtra:
@@ -58,11 +59,6 @@ class JobExtra:
 
 def ttl_minutes_from_id(job_id: bytes) -> int:
     return int(job_id[36:40], 16)
-
-
-def is_at_most_once_id(job_id: bytes) -> bool:
-    """IDs of retry-0 jobs carry an even TTL field."""
-    return ttl_minutes_from_id(job_id) & 1 == 0
 
 
 # ------------------------------------------------------------ serialization

@@ -29,6 +29,7 @@ class PeersMixin:
         to right now (where copies are asked for)."""
         self.cluster_size = size
         self.known_peers = known
+        self.has_peers = bool(known)
         self.index_node_ids()
         self.reachable = linked
         self.reachable_peers = reachable

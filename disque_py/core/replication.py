@@ -23,16 +23,14 @@ from disque_py.core.job import (ACTIVE, FLAG_BCAST_QUEUED, FLAG_BCAST_WILLQUEUE,
                                 TIME_ERROR_MS, WAIT_REPL, Job, deserialize_jobs, new_job,
                                 serialize_job)
 from disque_py.core.peers import new_tuple
-from disque_py.core.queue import PAUSED_IN
 from disque_py.core.waiters import JOB_REPLICATION, Waiter
+from disque_py.engine import PAUSED_IN
 from disque_py.errors import NoReplError
 
 REPLICATION_RETRY_MS = 50
 RTT_RETRY_FACTOR = 4          # retry once a job waited this many recent round trips
 RTT_SMOOTHING = 8             # the round trip is an average over about that many copies
 TIMEOUT_BEFORE_COPIES = "Timeout reached before replicating to the requested number of nodes"
-REMOVED_BEFORE_COPIES = ("job removed (expired?) before the requested replication "
-                         "level was achieved")
 
 
 class ReplicationMixin:

@@ -26,10 +26,22 @@ def _check_build_matches_sources() -> None:
 
 _check_build_matches_sources()
 
-from disque_py.engine._core import (CONSTANTS, STATE_NAMES, AwakeSchedule,  # noqa: E402
-                                    IdGenerator, Job, JobTable, is_valid_id, new_job)
+from disque_py.engine._core import (CONSTANTS, HOT_COMMANDS, PAUSE_STATE_NAMES,  # noqa: E402
+                                    REMOVED_BEFORE_COPIES, STATE_NAMES, AwakeSchedule,
+                                    CommandCore, ConnectionBase, IdGenerator, Job, JobQueue,
+                                    JobTable, NodeCore, Queue, RequestParser, ServerCore,
+                                    SessionCore, StatsCore, is_at_most_once_id, is_valid_id,
+                                    new_job, parse_int, parse_strict_int, render_jobs,
+                                    run_hot)
 
 BUCKET_MS = CONSTANTS["BUCKET_MS"]      # the awake schedule's resolution
+PAUSED_IN = CONSTANTS["PAUSED_IN"]      # queue pause flags
+PAUSED_OUT = CONSTANTS["PAUSED_OUT"]
+PAUSED_ALL = CONSTANTS["PAUSED_ALL"]
 
-__all__ = ["BUCKET_MS", "CONSTANTS", "STATE_NAMES", "AwakeSchedule", "IdGenerator", "Job", "JobTable",
-           "is_valid_id", "new_job"]
+__all__ = ["BUCKET_MS", "CONSTANTS", "HOT_COMMANDS", "PAUSED_ALL", "PAUSED_IN", "PAUSED_OUT",
+           "PAUSE_STATE_NAMES", "REMOVED_BEFORE_COPIES", "STATE_NAMES", "AwakeSchedule",
+           "CommandCore", "ConnectionBase", "IdGenerator", "Job", "JobQueue", "JobTable",
+           "NodeCore", "Queue", "RequestParser", "ServerCore", "SessionCore", "StatsCore",
+           "is_at_most_once_id", "is_valid_id", "new_job", "parse_int", "parse_strict_int",
+           "render_jobs", "run_hot"]

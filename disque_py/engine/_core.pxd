@@ -24,6 +24,24 @@ cdef enum:
     TABLE_MIN_BUCKETS = 4
     # Awake schedule (schedule.pxi)
     BUCKET_MS = 10
+    # Queues (queue.pxi)
+    CHUNK_CAPACITY = 512
+    PAUSED_IN = 1
+    PAUSED_OUT = 2
+    PAUSED_ALL = 3
+    # Timers (node.pxi)
+    WILLQUEUE_ADVANCE_MS = 500     # WILLQUEUE goes out this long before a re-queue
+    TIME_ERROR_MS = 500            # retry desynchronisation between nodes
+    DEFAULT_TTL_S = 86400
+    DEFAULT_RETRY_MAX_S = 300
+    MAX_DEFAULT_REPLICATION = 3
+    GC_RETRY_MIN_PERIOD_MS = 1000          # first GC retry after 1 s ...
+    GC_RETRY_MAX_PERIOD_MS = 180000        # ... doubling up to 3 minutes
+    GC_RETRY_COUNT_MAX = 10
+    GC_JITTER_MS = 500
+    # Memory estimates (the maxmemory policy and INFO read them)
+    JOB_MEMORY_OVERHEAD = 420      # bytes per job beyond its body
+    QUEUE_MEMORY_OVERHEAD = 500    # bytes per queue
 
 
 # ------------------------------------------------------------------ job.pxi
@@ -118,3 +136,289 @@ cdef class AwakeSchedule:
     cdef Bucket _bucket_for(self, int64_t slot)
     cdef void _drop_bucket(self, int64_t slot) except *
     cdef void _drop_all(self) noexcept
+
+
+# ---------------------------------------------------------------- queue.pxi
+
+cdef struct Chunk:
+    Py_ssize_t head
+    Py_ssize_t tail
+    PyObject* items[512]          # CHUNK_CAPACITY
+
+
+cdef class JobQueue:
+    cdef Chunk** chunks
+    cdef Py_ssize_t nchunks
+    cdef Py_ssize_t capacity
+    cdef readonly Py_ssize_t count
+
+    cdef int add(self, Job job) except -1
+    cdef Job pop_first(self)
+    cdef bint discard(self, Job job) except -1
+    cdef Chunk* _append_chunk(self) except NULL
+    cdef void _drop_chunk(self, Py_ssize_t index) noexcept
+    cdef Py_ssize_t _chunk_for(self, Job job) noexcept
+    cdef PyObject** _position(self, Chunk* chunk, Job job) noexcept
+    cdef PyObject** _find(self, Job job, Py_ssize_t* chunk_index) noexcept
+    cdef int _insert(self, Job job) except -1
+    cdef int _split(self, Py_ssize_t index) except -1
+    cdef void _release(self) noexcept
+
+
+cdef class Queue:
+    cdef readonly bytes name
+    cdef readonly JobQueue jobs
+    cdef public int64_t ctime
+    cdef public int64_t atime
+    cdef public int flags
+    cdef public object waiters             # dict (waiter -> None, FIFO) or None
+    cdef public int64_t jobs_in
+    cdef public int64_t jobs_out
+    cdef public object responders          # node id -> last import (s), or None
+    cdef public object interested          # node id -> (until ms, count), or None
+    cdef public int64_t needjobs_bcast_time
+    cdef public int64_t needjobs_bcast_attempt
+    cdef public int64_t needjobs_adhoc_time
+    cdef public int64_t needjobs_adhoc_attempt
+    cdef public int64_t import_current_time
+    cdef public int64_t import_current_count
+    cdef public int64_t import_prev_time
+    cdef public int64_t import_prev_count
+    cdef public bint live                  # False once the node forgot the queue
+
+
+# ----------------------------------------------------------------- node.pxi
+
+cdef class NodeCore:
+    cdef public bytes id
+    cdef public tuple _only_me
+    cdef public object clock
+    cdef public list effects
+    cdef public JobTable jobs
+    cdef public object queues              # ScanTable of Queue, by name
+    cdef public AwakeSchedule schedule
+    cdef public IdGenerator ids
+    cdef public dict extras                # Job -> JobExtra (replication, ack GC)
+    cdef public dict ready                 # queues that got jobs while clients wait
+    cdef public dict replicating           # jobs whose producer awaits copies
+    cdef public dict waiting_queues        # queues with parked consumers
+    cdef public int64_t used_memory
+    cdef int64_t _maxmemory
+    cdef public int64_t memory_warn_at
+    cdef public int64_t memory_evict_at
+    cdef public bint evict_jobs
+    cdef public bint leaving
+    cdef public bint aof_enabled
+    cdef public bint has_peers
+    cdef public int cluster_size
+    cdef public int reachable_peers
+    cdef public int blocked_clients
+    cdef public int64_t stats_jobs_created
+    cdef public int64_t _last_ctime
+    cdef bint _real_clock
+    cdef uint64_t _rng_state
+
+    cdef int64_t now_ms(self) except? -1
+    cdef int64_t jitter(self, int64_t spread_ms) noexcept
+    cpdef Queue queue(self, bytes name)
+    cpdef int64_t next_ctime(self, int64_t now_ms)
+    cpdef bint register(self, Job job) except -1
+    cpdef bint unregister(self, Job job) except -1
+    cpdef update_awake(self, Job job, int64_t gc_at=*)
+    cpdef persist_job(self, Job job)
+    cpdef set_requeue_time(self, Job job, int64_t qtime)
+    cpdef int64_t retry_time(self, Job job, int64_t now_ms)
+    cpdef bint enqueue(self, Job job, bint nack=*, int64_t now=*, Queue q=*) except -1
+    cpdef bint dequeue(self, Job job) except -1
+    cpdef Job fetch(self, Queue q)
+    cpdef set_paused(self, Queue q, int flags)
+    cdef Job create_job(self, bytes queue, Queue q, const char* body, Py_ssize_t body_len,
+                        int64_t repl, int64_t delay, int64_t retry, int64_t ttl,
+                        int64_t maxlen, bint async_, object client, int64_t timeout_ms)
+    cdef _refuse_replication(self, int64_t extra_copies, bint external)
+    cpdef list get_jobs(self, list queue_names, Py_ssize_t count)
+    cpdef acknowledge(self, Job job)
+    cpdef int64_t _next_gc_time(self, int64_t attempts)
+    cdef int64_t _enqueue_views(self, ArgView* ids, Py_ssize_t count, bint nack) except -1
+    cdef int64_t _dequeue_views(self, ArgView* ids, Py_ssize_t count) except -1
+    cdef int _enqueue_one(self, const char* job_id, bint nack) except -1
+    cdef int _dequeue_one(self, const char* job_id) except -1
+    cdef int64_t _ack_views(self, ArgView* ids, Py_ssize_t count) except -1
+    cdef int _ack_one(self, const char* job_id) except -1
+    cdef int64_t _fast_ack_views(self, ArgView* ids, Py_ssize_t count) except -1
+    cdef int _fast_ack_one(self, const char* job_id) except -1
+
+
+
+# ----------------------------------------------------------------- resp.pxi
+
+cdef struct ArgSpan:
+    Py_ssize_t offset             # from the command's first byte
+    Py_ssize_t size
+
+
+cdef struct ArgView:
+    const char* data
+    Py_ssize_t size
+
+
+cdef class RequestParser:
+    cdef char* buf
+    cdef Py_ssize_t size               # bytes in buf
+    cdef Py_ssize_t capacity
+    cdef Py_ssize_t start              # the next unconsumed command
+    cdef Py_ssize_t pos                # where parsing continues
+    cdef Py_ssize_t cmd_start          # the command being read
+    cdef Py_ssize_t args_left          # arguments of it still expected
+    cdef int64_t bulk_len              # length of the argument being read, or -1
+    cdef ArgSpan* args
+    cdef Py_ssize_t args_capacity
+    cdef readonly Py_ssize_t argc
+    cdef bint ready                    # a complete command waits for consume()
+    cdef object inline_argv            # the ready command, when it was inline
+    cdef readonly object error         # ProtocolError, once the stream is malformed
+
+    cdef int append(self, const char* data, Py_ssize_t length) except -1
+    cdef int next_command(self) except? -2
+    cdef void consume(self) noexcept
+    cdef int _fail(self, str detail) except -1
+    cdef int _parse_inline(self) except? -2
+    cdef int _header(self, int64_t* value, bint* valid, char expected,
+                     const char* too_big) except? -2
+    cdef int _parse_multibulk(self) except? -2
+    cdef int _reserve(self, Py_ssize_t count) except -1
+    cdef const char* arg(self, Py_ssize_t index) noexcept
+    cdef Py_ssize_t arg_size(self, Py_ssize_t index) noexcept
+    cdef list argv(self)
+    cdef list take_all(self)
+
+
+cdef class WriteBuffer:
+    cdef char* data
+    cdef readonly Py_ssize_t size
+    cdef Py_ssize_t capacity
+
+    cdef int _grow(self, Py_ssize_t extra) except -1
+    cdef int write(self, const char* data, Py_ssize_t length) except -1
+    cdef int write_bytes(self, bytes data) except -1
+    cdef int write_number(self, char kind, int64_t value) except -1
+    cdef int write_bulk(self, const char* data, Py_ssize_t length) except -1
+    cdef bytes take(self)
+
+
+# ------------------------------------------------------------------ hot.pxi
+
+cdef enum HotKind:
+    HOT_NONE = 0
+    HOT_PING = 1
+    HOT_ADDJOB = 2
+    HOT_GETJOB = 3
+    HOT_ACKJOB = 4
+    HOT_FASTACK = 5
+    HOT_NACK = 6
+    HOT_ENQUEUE = 7
+    HOT_DEQUEUE = 8
+    HOT_WORKING = 9
+    HOT_QLEN = 10
+
+cdef enum HotStatus:
+    HOT_DONE = 0           # the reply is in the buffer
+    HOT_DECLINE = 1        # not run, nothing changed: the command table runs it
+    HOT_PARKED = 2         # (may_park only) the client waits on `waiter`
+
+
+cdef class HotCall:
+    cdef NodeCore node
+    cdef object session
+    cdef WriteBuffer out
+    cdef bint may_park
+    cdef bint resp3
+    cdef object waiter
+    cdef bint overlaps
+    cdef Queue recent_queue
+    cdef Queue found               # the queue queue_name() found, or None
+    cdef ArgView* views
+    cdef Py_ssize_t views_capacity
+
+    cdef int _reserve(self, Py_ssize_t count) except -1
+    cdef bytes arg_bytes(self, ArgView arg)
+    cdef Queue known_queue(self, ArgView name)
+    cdef bytes queue_name(self, ArgView name)
+    cdef int run(self, int kind, ArgView* argv, Py_ssize_t argc) except -1
+
+
+# --------------------------------------------------------------- server.pxi
+
+cdef enum:
+    MAX_HOT_NAMES = 16
+
+
+cdef struct HotName:
+    const char* name
+    Py_ssize_t size
+    PyObject* command             # borrowed: _hot_names keeps it
+
+
+cdef class StatsCore:
+    cdef public int64_t connections_received
+    cdef public int64_t commands_processed
+    cdef public int64_t net_input_bytes
+    cdef public int64_t net_output_bytes
+    cdef public int64_t rejected_connections
+
+
+cdef class SessionCore:
+    cdef public bint authenticated
+    cdef public bint resp3
+    cdef public bint kill_requested
+    cdef public int reply_flags
+    cdef public double last_interaction
+    cdef public object last_command
+
+
+cdef class CommandCore:
+    cdef public int arity
+    cdef public int hot                # HotKind, or HOT_NONE
+    cdef public bint needs_disk
+    cdef public int64_t calls
+    cdef public double seconds
+
+
+cdef class ServerCore:
+    cdef public NodeCore node
+    cdef public StatsCore stats
+    cdef public object persistence
+    cdef public list monitors
+    cdef public list kills
+    cdef public object shutdown_request
+    cdef public double paused_until
+    cdef public double slow_after
+    cdef public bytes _requirepass
+    cdef public object timing_clock       # None: CLOCK_MONOTONIC, read in C
+    cdef list _hot_names
+    cdef HotName _hot[16]         # MAX_HOT_NAMES
+    cdef Py_ssize_t _hot_count
+
+    cdef CommandCore hot_command(self, const char* name, Py_ssize_t size)
+    cdef bint disk_accepts(self) except -1
+    cdef double now(self) except? -1
+
+
+# ----------------------------------------------------------------- conn.pxi
+
+cdef class ConnectionBase:
+    cdef public ServerCore server
+    cdef public SessionCore session
+    cdef public object runtime
+    cdef public object transport
+    cdef public RequestParser reader
+    cdef public object pending             # deque of commands waiting, or None
+    cdef public object pending_error
+    cdef public object _order              # replies behind a parked command, or None
+    cdef public object _held               # replies waiting for an AOF fsync, or None
+    cdef public bint closing
+    cdef public bint _running
+    cdef HotCall call
+
+    cdef int _run_fast(self, double started) except -1
+    cdef int _finish_fast(self) except -1

@@ -8,6 +8,12 @@
 #   ids.pxi       job IDs: making and checking them
 #   table.pxi     the job table by ID, partitioned for stateless scans
 #   schedule.pxi  the awake schedule: every job's next timer
+#   queue.pxi     queues: jobs in delivery order, and each queue's state
+#   node.pxi      NodeCore: the node's jobs and the job lifecycle
+#   resp.pxi      the request parser and the reply buffer
+#   hot.pxi       the hot commands: parsed, run and answered in C
+#   server.pxi    the server and session state those read, as C fields
+#   conn.pxi      a connection's fast path: the hot command loop
 #
 # Rules it keeps: no I/O (no sockets, files or event loop: calls in, values
 # out); one implementation of each rule (Python reaches jobs only through
@@ -20,6 +26,12 @@ include "job.pxi"
 include "ids.pxi"
 include "table.pxi"
 include "schedule.pxi"
+include "queue.pxi"
+include "node.pxi"
+include "resp.pxi"
+include "hot.pxi"
+include "server.pxi"
+include "conn.pxi"
 
 # The C constants, for Python (core/job.py names them; they are defined
 # once, in _core.pxd).
@@ -28,6 +40,15 @@ CONSTANTS = {
     "FLAG_BCAST_QUEUED": FLAG_BCAST_QUEUED, "FLAG_BCAST_WILLQUEUE": FLAG_BCAST_WILLQUEUE,
     "FLAG_DELIVERED": FLAG_DELIVERED, "JOB_ID_LEN": JOB_ID_LEN, "NODE_ID_LEN": NODE_ID_LEN,
     "BUCKET_MS": BUCKET_MS, "TABLE_PARTITIONS": TABLE_PARTITIONS,
+    "PAUSED_IN": PAUSED_IN, "PAUSED_OUT": PAUSED_OUT, "PAUSED_ALL": PAUSED_ALL,
+    "WILLQUEUE_ADVANCE_MS": WILLQUEUE_ADVANCE_MS, "TIME_ERROR_MS": TIME_ERROR_MS,
+    "DEFAULT_TTL_S": DEFAULT_TTL_S, "DEFAULT_RETRY_MAX_S": DEFAULT_RETRY_MAX_S,
+    "GC_RETRY_MIN_PERIOD_MS": GC_RETRY_MIN_PERIOD_MS,
+    "GC_RETRY_MAX_PERIOD_MS": GC_RETRY_MAX_PERIOD_MS,
+    "GC_RETRY_COUNT_MAX": GC_RETRY_COUNT_MAX, "GC_JITTER_MS": GC_JITTER_MS,
+    "JOB_MEMORY_OVERHEAD": JOB_MEMORY_OVERHEAD, "QUEUE_MEMORY_OVERHEAD": QUEUE_MEMORY_OVERHEAD,
+    "INLINE_MAX_SIZE": INLINE_MAX_SIZE, "MULTIBULK_MAX_COUNT": MULTIBULK_MAX_COUNT,
+    "BULK_MAX_LENGTH": BULK_MAX_LENGTH,
 }
 
 # Checked against the sources at import (disque_py/engine/__init__.py).

@@ -1,7 +1,10 @@
 """One client connection: bytes in, commands run in order, replies out.
 
-An asyncio.Protocol kept thin: it feeds the RESP reader, runs every command
-that arrived in one read, and answers them with one write. The rules it keeps:
+An asyncio.Protocol over a compiled base (engine/conn.pxi): the base's
+data_received reads the bytes into the request parser and runs the hot
+commands itself while the connection is in the plain state; everything
+else comes here, to _received, which runs every command that arrived in
+one read and answers them with one write. The rules it keeps:
 
   * Parking: a command that returns Park (GETJOB on empty queues, ADDJOB
     waiting for copies) stops the pipeline; commands that arrive after it
@@ -22,52 +25,49 @@ that arrived in one read, and answers them with one write. The rules it keeps:
     follows parsing). A command whose handler ran adds it to its
     commandstats; only a run of at least server.slow_after goes further,
     so a command that is not slow costs a clock read, two additions and a
-    comparison.
+    comparison. The fast path times its commands the same way.
+  * Fairness: after a large read the connection stops reading until the
+    next loop turn (_yield_loop), so a client flooding a pipeline takes its
+    turn with the others instead of holding the loop for many reads.
 """
 
 from __future__ import annotations
 
 import asyncio
 import socket
-import time
 from collections import deque
 
 from disque_py import log
 from disque_py.commands.context import (REPLY_MUTED, REPLY_OFF, Park,
                                         reply_flags_after_command)
+from disque_py.engine import ConnectionBase
 from disque_py.persistence.aof import ON as AOF_ON
-from disque_py.resp import Raw, RequestReader, encode, encode_into
+from disque_py.resp import Raw, encode, encode_into
 
 OUTPUT_HIGH_WATER = 4 * 1024 * 1024
 OUTPUT_LOW_WATER = 1024 * 1024
 PENDING_LIMIT = 10_000
 MAX_CLIENTS_ERROR = b"-ERR max number of clients reached\r\n"
 QUIT_OK = Raw(b"+OK\r\n")
-_clock = time.monotonic     # also the clock of last_interaction (idle timeouts)
 
 
-class ClientConnection(asyncio.Protocol):
-    __slots__ = ("runtime", "server", "session", "transport", "reader", "pending",
-                 "pending_error", "closing", "_reading_paused_for_output",
-                 "_reading_paused_for_pending", "_resume_scheduled", "_held", "_running",
-                 "_order", "_overlapping")
+class ClientConnection(ConnectionBase, asyncio.Protocol):
+    # In the compiled base: runtime, server, session, transport, reader (the
+    # request parser), pending (commands waiting behind a parked one, or
+    # None), pending_error, _order (replies behind a parked command:
+    # [bytes|None], or None), _held (replies waiting for an AOF fsync, or
+    # None), closing, _running (inside _run: replies not written yet).
+    __slots__ = ("_reading_paused_for_output", "_reading_paused_for_pending",
+                 "_resume_scheduled", "_overlapping", "_yielding")
 
     def __init__(self, runtime) -> None:
         self.runtime = runtime
-        self.server = runtime.server
-        self.session = None
-        self.transport = None
-        self.reader = RequestReader()
-        self.pending: deque | None = None
-        self.pending_error = None
-        self.closing = False
+        self.bind_server(runtime.server)
         self._reading_paused_for_output = False
         self._reading_paused_for_pending = False
         self._resume_scheduled = False
-        self._held: deque | None = None     # replies waiting for an AOF fsync
-        self._running = False               # inside _run: replies not written yet
-        self._order: deque | None = None    # replies behind a parked command: [bytes|None]
         self._overlapping = False           # stopped after a parked ADDJOB: more may run
+        self._yielding = False              # reading stopped until the next loop turn
 
     # ----------------------------------------------------------- lifecycle
 
@@ -103,14 +103,10 @@ class ClientConnection(asyncio.Protocol):
 
     # ---------------------------------------------------------------- input
 
-    def data_received(self, data: bytes) -> None:
-        if self.closing:
-            return
+    def _received(self, commands: list, now: float, prefix: bytes | None) -> None:
+        """The commands of a read the fast path did not run (the base's
+        data_received), after `prefix`: the replies of those it did."""
         server = self.server
-        server.stats.net_input_bytes += len(data)
-        session = self.session
-        commands = self.reader.feed(data)
-        now = session.last_interaction = _clock()
         if self.pending is not None:
             if self._overlapping and commands and \
                     server.commands.overlaps_parked(commands[0][0]):
@@ -118,15 +114,31 @@ class ClientConnection(asyncio.Protocol):
             else:
                 self._queue_pending(commands)
                 return
-        if commands:
-            if server.paused_until and server.clients_paused():
+        if commands or prefix:
+            if commands and server.paused_until and server.clients_paused():
                 self.pending = deque()
                 self._queue_pending(commands)
                 self._wait_for_unpause()
                 return
-            self._run(commands, now)
+            self._run(commands, now, prefix)
         if self.reader.error is not None and self.pending is None:
             self._fail(self.reader.error)
+
+    def _yield_loop(self) -> None:
+        """Stop reading until the next loop turn: the other clients' reads
+        of this turn run first."""
+        if self._yielding or self._reading_paused_for_output or \
+                self._reading_paused_for_pending:
+            return
+        self._yielding = True
+        self.transport.pause_reading()
+        asyncio.get_running_loop().call_soon(self._end_yield)
+
+    def _end_yield(self) -> None:
+        self._yielding = False
+        if not (self.closing or self._reading_paused_for_output or
+                self._reading_paused_for_pending):
+            self.transport.resume_reading()
 
     def _queue_pending(self, commands) -> None:
         self._overlapping = False
@@ -137,15 +149,16 @@ class ClientConnection(asyncio.Protocol):
         if self.reader.error is not None:
             self.pending_error = self.reader.error
 
-    def _run(self, commands, started: float) -> None:
-        """Run commands in order until one parks; write all replies at once.
-        `started`: the clock when the first command may start (see Timing)."""
+    def _run(self, commands, started: float, prefix: bytes | None = None) -> None:
+        """Run commands in order until one parks; write all replies at once,
+        after `prefix` (replies already made). `started`: the clock when the
+        first command may start (see Timing)."""
         server = self.server
         session = self.session
         node = server.node
         dispatch = server.commands.dispatch
-        clock = _clock
-        out: list = []
+        clock = server.monotonic
+        out: list = [prefix] if prefix else []
         ran = 0
         total = len(commands)
         close_after = False
@@ -256,7 +269,7 @@ class ClientConnection(asyncio.Protocol):
         server.paused_conns.add(self)
         if server.unpause_timer is None:
             server.unpause_timer = asyncio.get_running_loop().call_later(
-                server.paused_until - _clock(), _unpause, server)
+                server.paused_until - server.monotonic(), _unpause, server)
 
     def _flush_order(self) -> None:
         order = self._order
@@ -280,10 +293,10 @@ class ClientConnection(asyncio.Protocol):
         self._overlapping = False
         if self._reading_paused_for_pending:
             self._reading_paused_for_pending = False
-            if not self._reading_paused_for_output:
+            if not self._reading_paused_for_output and not self._yielding:
                 self.transport.resume_reading()
         if pending:
-            self._run(list(pending), _clock())
+            self._run(list(pending), self.server.monotonic())
         error = self.pending_error
         if error is not None and self.pending is None:
             self._fail(error)
@@ -350,7 +363,7 @@ class ClientConnection(asyncio.Protocol):
 
     def resume_writing(self) -> None:
         self._reading_paused_for_output = False
-        if not self._reading_paused_for_pending and not self.closing:
+        if not self._reading_paused_for_pending and not self.closing and not self._yielding:
             self.transport.resume_reading()
 
     def input_buffered(self) -> int:
@@ -381,7 +394,7 @@ def _unpause(server) -> None:
     server.unpause_timer = None
     if server.clients_paused():
         server.unpause_timer = asyncio.get_running_loop().call_later(
-            server.paused_until - _clock(), _unpause, server)
+            server.paused_until - server.monotonic(), _unpause, server)
         return
     waiting, server.paused_conns = server.paused_conns, set()
     for conn in waiting:

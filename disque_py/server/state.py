@@ -21,6 +21,7 @@ import time
 
 from disque_py.commands import CommandTable
 from disque_py.core.node import Node
+from disque_py.engine import ServerCore, SessionCore, StatsCore
 from disque_py.monitoring.latency import (COMMAND, EVICTION_CYCLE, FAST_COMMAND,
                                           LatencyMonitor)
 from disque_py.monitoring.slowlog import SlowLog
@@ -29,13 +30,12 @@ NEVER_SLOW = float("inf")
 RATE_SAMPLES = 16
 
 
-class Stats:
-    """Counters for INFO stats, and the instantaneous rates Disque shows:
-    each the mean of the last RATE_SAMPLES cron samples."""
+class Stats(StatsCore):
+    """Counters for INFO stats (C fields: the fast path counts them), and
+    the instantaneous rates Disque shows: each the mean of the last
+    RATE_SAMPLES cron samples."""
 
-    __slots__ = ("connections_received", "commands_processed", "net_input_bytes",
-                 "net_output_bytes", "rejected_connections", "_samples", "_sample_time",
-                 "_sampled_totals")
+    __slots__ = ("_samples", "_sample_time", "_sampled_totals")
 
     def __init__(self) -> None:
         self.reset()
@@ -84,13 +84,12 @@ class Stats:
         return self._mean_rate(2) / 1024
 
 
-class Session:
-    """One client connection's state, as commands see it."""
+class Session(SessionCore):
+    """One client connection's state, as commands see it (what the fast
+    path reads on every command is in SessionCore's C fields)."""
 
-    __slots__ = ("id", "addr", "laddr", "fd", "name", "authenticated", "created",
-                 "last_interaction", "last_command", "monitor", "lib_name", "lib_ver",
-                 "kill_requested", "waiting", "conn", "resp3", "aof_loader", "enqueue_loaded",
-                 "refused", "reply_flags")
+    __slots__ = ("id", "addr", "laddr", "fd", "name", "created", "monitor", "lib_name",
+                 "lib_ver", "waiting", "conn", "aof_loader", "enqueue_loaded", "refused")
 
     def __init__(self, client_id: int, addr: str = "", laddr: str = "", fd: int = -1,
                  conn=None) -> None:
@@ -116,7 +115,7 @@ class Session:
         self.reply_flags = 0        # CLIENT REPLY: REPLY_OFF, REPLY_SKIP_NEXT, REPLY_SKIP
 
 
-class ServerState:
+class ServerState(ServerCore):
     def __init__(self, node: Node, config, *, executable: str = "",
                  config_file: str = "") -> None:
         self.node = node
@@ -134,6 +133,7 @@ class ServerState:
         self.announce_ip = ""
         self.peak_memory = 0
         self.commands = CommandTable(config["rename-command"])
+        self.set_hot_commands(self.commands.hot_entries())
         # (mode, session) once SHUTDOWN is asked: "save", "nosave", "rewrite-aof"
         self.shutdown_request: tuple[str, Session] | None = None
         self.extra_info_sections: dict = {}          # later layers add INFO sections

@@ -20,8 +20,8 @@ from disque_py.cluster import messages as msg
 from disque_py.core.federation import BCAST_MAX_DELAY_MS, INTEREST_TTL_MS
 from disque_py.core.job import (ACKED, ACTIVE, QUEUED, WAIT_REPL,
                                 compare_node_ids_by_job, serialize_job)
-from disque_py.core.queue import PAUSED_OUT
-from disque_py.core.replication import REMOVED_BEFORE_COPIES, TIMEOUT_BEFORE_COPIES
+from disque_py.core.replication import TIMEOUT_BEFORE_COPIES
+from disque_py.engine import PAUSED_OUT, REMOVED_BEFORE_COPIES
 from disque_py.core.waiters import TIMED_OUT
 from disque_py.errors import NoReplError
 from tests.unit.simnet import SimNet
@@ -98,7 +98,7 @@ def test_replicate_3_of_5_waits_for_gotjobs_then_queues_on_the_producer_only():
 
 
 def test_replication_asks_one_more_node_every_50ms_and_resends_to_silent_ones():
-    net = SimNet(5, seed=6)                  # this seed asks nodes 1 and 2 first
+    net = SimNet(5, seed=5)                  # this seed asks nodes 1 and 2 first
     net.drop_rule = lambda m: m.dst in (1, 2)       # nodes 1 and 2 never hear anything
     job = net.add_job(0, repl=3, client="p")
     assert net.run_until(lambda: "p" in net.unblocked, 1000)
@@ -122,7 +122,7 @@ def test_replication_asks_one_more_node_every_50ms_and_resends_to_silent_ones():
 def test_replication_waits_a_few_recent_round_trips_before_asking_more_nodes():
     # A loaded cluster answers late for everyone: asking more nodes then
     # would only double its work. The wait is 4 recent round trips (>= 50 ms).
-    net = SimNet(5, seed=6)                  # asks nodes 1 and 2 first
+    net = SimNet(5, seed=5)                  # asks nodes 1 and 2 first
     net.nodes[0].repl_rtt_ms = 100.0         # as if copies recently took 100 ms
     net.drop_rule = lambda m: m.dst in (1, 2)
     job = net.add_job(0, repl=3, client="p")
@@ -540,7 +540,7 @@ def test_a_job_still_waiting_for_its_copies_is_not_queued_by_a_yourjobs():
     # wait-repl copy, a consumer acked it, and the producer, still in its
     # replication loop, sent the acked job out again as REPLJOB: the copies
     # came back to life after the ACK had reached every node.
-    net = SimNet(3, seed=32)
+    net = SimNet(3, seed=1)                  # this seed has node 1 re-queue first
     net.drop_rule = lambda m: m.kind == msg.GOTJOB and m.src == 2   # 0 waits on
     job = net.add_job(0, repl=3, retry=1, client="p")
     assert net.run_until(lambda: net.copies(job.id).get(1) == "queued", 2000)

@@ -16,8 +16,8 @@ from disque_py.core.effects import Unblock
 from disque_py.core.job import (ACKED, ACTIVE, DEFAULT_TTL_S, FLAG_BCAST_WILLQUEUE, QUEUED,
                                 is_at_most_once_id, is_valid_id, ttl_minutes_from_id)
 from disque_py.core.node import AWAKE_BATCH
-from disque_py.core.producer import QUEUE_MEMORY_OVERHEAD
-from disque_py.core.queue import PAUSED_ALL, PAUSED_IN, PAUSED_OUT
+from disque_py.core.job import QUEUE_MEMORY_OVERHEAD
+from disque_py.engine import PAUSED_ALL, PAUSED_IN, PAUSED_OUT
 from disque_py.engine import BUCKET_MS
 from disque_py.core.waiters import TIMED_OUT
 from disque_py.errors import (AckedError, CommandError, MaxlenError, NoJobError, NoReplError,

@@ -12,7 +12,6 @@ import pytest
 
 from disque_py.monitoring import latency as ev
 from disque_py.resp import encode
-from disque_py.server import protocol
 from disque_py.server.protocol import ClientConnection
 from tests.unit import test_commands_dispatch as dispatch_tests
 
@@ -154,9 +153,9 @@ class FakeRuntime:
 
 
 @pytest.fixture
-def step_clock(monkeypatch):
+def step_clock(server):
     clock = StepClock(0.002)        # every command takes 2 ms
-    monkeypatch.setattr(protocol, "_clock", clock)
+    server.timing_clock = clock
     return clock
 
 

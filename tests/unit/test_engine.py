@@ -1,6 +1,6 @@
 """The compiled engine's own rules, driven directly: the job record, the job
-table and ID generation. (The awake schedule's rules are in
-test_schedule.py; the node's, built on these, in test_core_*.py.)"""
+table, ID generation and the queues' order. (The awake schedule's rules are
+in test_schedule.py; the node's, built on these, in test_core_*.py.)"""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import pytest
 
 from disque_py import engine
 from disque_py.core.job import ACKED, ACTIVE, QUEUED
-from disque_py.engine import (AwakeSchedule, IdGenerator, Job, JobTable, is_valid_id,
-                              new_job)
+from disque_py.engine import (AwakeSchedule, IdGenerator, Job, JobQueue, JobTable,
+                              is_valid_id, new_job)
 
 NODE_ID = b"0f1e2d3c4b5a69788796a5b4c3d2e1f00f1e2d3c"
 T0_S = 1_700_000_000
@@ -266,3 +266,72 @@ def test_a_job_in_the_table_and_the_schedule_outlives_both(ids):
     table.pop(job_id)           # the schedule still holds it
     [due] = schedule.pop_due(10_000, 10)
     assert due.id == job_id and due.awake_due is None
+
+
+# ------------------------------------------------------------------ queues
+
+def queued(ids, ctime, tag=b""):
+    return new_job(ids.next_id(3600, 60), b"q", tag, QUEUED, 1, 0, 60, ctime, T0_S + 3600,
+                   (NODE_ID,))
+
+
+def test_fresh_jobs_are_appended_and_served_oldest_first(ids):
+    q = JobQueue()
+    jobs = [queued(ids, ctime) for ctime in range(1, 3001)]
+    for job in jobs:
+        q.push(job)
+    assert len(q) == 3000 and q.peek(3) == jobs[:3] and q.peek(-2) == [jobs[-1], jobs[-2]]
+    assert [q.pop() for _ in range(3000)] == jobs
+    assert q.pop() is None and not q
+
+
+def test_a_requeued_job_goes_back_to_its_place_near_the_head(ids):
+    q = JobQueue()
+    jobs = [queued(ids, ctime * 10) for ctime in range(1, 2001)]
+    for job in jobs[1:]:
+        q.push(job)
+    q.push(jobs[0])                       # NACKed: older than everything queued
+    assert q.pop() is jobs[0]
+    middle = jobs[1000]
+    assert q.remove(middle) and not q.remove(middle) and middle not in q
+    q.push(middle)
+    assert list(q) == jobs[1:]
+
+
+def test_equal_creation_times_are_ordered_by_id(ids):
+    q = JobQueue()
+    twins = [queued(ids, 5) for _ in range(50)]
+    for job in twins:
+        q.push(job)
+    assert list(q) == sorted(twins, key=lambda job: job.id)
+
+
+def test_a_queue_matches_a_sorted_model_under_random_operations(ids):
+    rng = random.Random(7)
+    q, model, pool = JobQueue(), [], [queued(ids, rng.randrange(5000)) for _ in range(3000)]
+    key = lambda job: (job.ctime, job.id)     # noqa: E731
+    for _ in range(20_000):
+        action = rng.random()
+        if action < 0.5:
+            job = rng.choice(pool)
+            if job not in model:
+                q.push(job)
+                model.append(job)
+        elif action < 0.8 and model:
+            job = rng.choice(model)
+            assert q.remove(job)
+            model.remove(job)
+        elif model:
+            model.sort(key=key)
+            assert q.pop() is model.pop(0)
+    model.sort(key=key)
+    assert list(q) == model and len(q) == len(model)
+
+
+def test_a_queue_holds_one_reference_per_job(ids):
+    q, job = JobQueue(), queued(ids, 1)
+    before = sys.getrefcount(job)
+    q.push(job)
+    assert sys.getrefcount(job) == before + 1
+    q.clear()
+    assert sys.getrefcount(job) == before and len(q) == 0

@@ -1,9 +1,9 @@
-"""The RESP codec: RequestReader against Disque's request parser, and the
+"""The RESP codec: the engine's request parser against Disque's, and the
 reply encoders byte for byte.
 
-The reader has a hiredis fast path (a whole chunk starting with '*') and
-a slow path (everything else). Feeding a stream one byte at a time always
-takes the slow path, so comparing the two is how the fast path is checked.
+The parser reads a command over any number of reads, keeping what it
+parsed; feeding a stream whole, one byte at a time and at random cuts must
+give the same commands and the same error.
 """
 
 from __future__ import annotations
@@ -16,11 +16,15 @@ from hypothesis import strategies as st
 
 from disque_py.errors import (AckedError, CommandError, LeavingError, NoJobError, NoReplError,
                               PausedError, ProtocolError)
-from disque_py.resp import (BULK_MAX_LENGTH, EMPTY_ARRAY, INLINE_MAX_SIZE,
-                            MULTIBULK_MAX_COUNT, NULL_ARRAY, NULL_BULK, OK, PONG, Map,
-                            Raw, RequestReader, SetReply, Verbatim, encode, encode_bulk,
-                            encode_command)
+from disque_py.engine import CONSTANTS
+from disque_py.engine import RequestParser as RequestReader
+from disque_py.resp import (EMPTY_ARRAY, NULL_ARRAY, NULL_BULK, OK, PONG, Map, Raw, SetReply,
+                            Verbatim, encode, encode_bulk, encode_command)
 from disque_py.splitargs import UnbalancedQuotes, split_line
+
+INLINE_MAX_SIZE = CONSTANTS["INLINE_MAX_SIZE"]
+MULTIBULK_MAX_COUNT = CONSTANTS["MULTIBULK_MAX_COUNT"]
+BULK_MAX_LENGTH = CONSTANTS["BULK_MAX_LENGTH"]
 
 
 def mb(*args: bytes) -> bytes:
@@ -444,22 +448,14 @@ def test_random_streams_agree_with_bytewise_parsing_under_any_split(tokens, cuts
     assert (commands, message(error)) == (slow_commands, message(slow_error))
 
 
-def test_a_pipeline_cut_into_reads_stays_on_the_fast_path(monkeypatch):
-    # A busy pipeline arrives in reads that end inside a command: only the
-    # cut commands may go through the slow parser, never the whole stream.
-    commands = [[b"ADDJOB", b"q", b"body %d" % i * 7, b"0"] for i in range(2000)]
-    stream = b"".join(mb(*cmd) for cmd in commands)
-    slow_commands = 0
-    parse = RequestReader._parse_multibulk
-
-    def counted(self, buf, pos):
-        nonlocal slow_commands
-        slow_commands += 1
-        return parse(self, buf, pos)
-    monkeypatch.setattr(RequestReader, "_parse_multibulk", counted)
-    cuts = list(range(4093, len(stream), 4093))
-    assert feed_chunks(stream, cuts) == (commands, None)
-    assert slow_commands <= 2 * len(cuts)
+def test_a_command_of_a_million_arguments_over_many_reads_is_read_once():
+    # The parser keeps what it parsed of a command between reads (its
+    # arguments are offsets into its buffer), so the largest command Disque
+    # accepts, cut into 64 KB reads, completes in one pass over its bytes.
+    stream = b"*%d\r\n" % MULTIBULK_MAX_COUNT + b"$0\r\n\r\n" * MULTIBULK_MAX_COUNT
+    cuts = list(range(65536, len(stream), 65536))
+    (command,), error = feed_chunks(stream, cuts)
+    assert error is None and len(command) == MULTIBULK_MAX_COUNT and command[-1] == b""
 
 
 @settings(max_examples=300, deadline=None)

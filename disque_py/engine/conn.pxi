@@ -1,0 +1,142 @@
+# One client connection's input: the fast path of the command loop.
+#
+# ConnectionBase is the compiled base of server/protocol.py's
+# ClientConnection (an asyncio.Protocol). data_received() reads the bytes
+# into the connection's RequestParser and, while the connection is in the
+# plain state (nothing parked or queued, no CLIENT REPLY flags, no CLIENT
+# PAUSE, no MONITOR, authenticated if a password is set), runs the hot
+# commands here, one after the other, replies into one buffer, timing each
+# for INFO commandstats, SLOWLOG and the latency monitor exactly as the
+# Python loop does. At the first command it does not own (another command,
+# one refused before its handler, one that would park, an inline command,
+# a protocol error) it hands that command and the rest of the read, with
+# the replies made so far, to ClientConnection._received, the Python loop.
+#
+# Fairness: a connection whose read was large yields the event loop after
+# it (reading pauses until the next loop turn), so one client's pipeline
+# cannot hold every other client and the cluster bus for many reads.
+
+from libc.math cimport INFINITY
+
+from disque_py.errors import DisqueError
+
+cdef extern from "<time.h>" nogil:
+    clockid_t CLOCK_MONOTONIC
+
+cdef enum:
+    YIELD_AFTER_BYTES = 32 * 1024        # a read this large yields the loop after it
+
+
+cdef inline double _monotonic() noexcept nogil:
+    """time.monotonic(), which the Python side reads too."""
+    cdef timespec now
+    clock_gettime(CLOCK_MONOTONIC, &now)
+    return now.tv_sec + now.tv_nsec * 1e-9
+
+
+cdef class ConnectionBase:
+
+    def __cinit__(self, *args, **kwargs):
+        self.reader = RequestParser.__new__(RequestParser)
+        self.call = HotCall.__new__(HotCall)
+
+    def bind_server(self, ServerCore server):
+        self.server = server
+        self.call.node = server.node
+
+    def data_received(self, bytes data):
+        cdef ServerCore server = self.server
+        cdef SessionCore session = self.session
+        cdef Py_ssize_t size = PyBytes_GET_SIZE(data)
+        cdef double now
+        if self.closing:
+            return
+        server.stats.net_input_bytes += size
+        self.reader.append(PyBytes_AS_STRING(data), size)
+        now = server.now()
+        session.last_interaction = now
+        if self.pending is None and self._order is None and session.reply_flags == 0 \
+                and server.paused_until == 0.0 and not server.monitors \
+                and (session.authenticated or not server._requirepass):
+            self._run_fast(now)
+        else:
+            self._received(self.reader.take_all(), now, None)
+        if size >= YIELD_AFTER_BYTES and not self.closing and self.transport is not None:
+            self._yield_loop()
+
+    cdef int _run_fast(self, double started) except -1:
+        cdef ServerCore server = self.server
+        cdef SessionCore session = self.session
+        cdef NodeCore node = server.node
+        cdef RequestParser reader = self.reader
+        cdef HotCall call = self.call
+        cdef CommandCore command
+        cdef Py_ssize_t ran = 0, argc, i
+        cdef int status
+        cdef int disk = -1             # unknown until a command needs it
+        cdef double now, took
+        call.session = session
+        call.resp3 = session.resp3
+        call.may_park = False
+        while reader.next_command() == PARSE_COMMAND and reader.inline_argv is None:
+            argc = reader.argc
+            command = server.hot_command(reader.arg(0), reader.arg_size(0))
+            if command is None or node.used_memory > node.memory_evict_at:
+                break                  # not ours; or memory may need freeing first
+            if (command.arity > 0 and command.arity != argc) or argc < -command.arity:
+                break
+            if command.needs_disk:
+                if disk < 0:
+                    disk = server.disk_accepts()
+                if not disk:
+                    break
+            call._reserve(argc)
+            for i in range(argc):
+                call.views[i].data = reader.arg(i)
+                call.views[i].size = reader.arg_size(i)
+            session.last_command = command
+            try:
+                status = call.run(command.hot, call.views, argc)
+            except DisqueError as error:
+                call.out.write_bytes(error.wire())
+                status = HOT_DONE
+            if status != HOT_DONE:
+                break
+            ran += 1
+            if node.ready:
+                node.serve_ready()
+            now = server.now()
+            took = now - started
+            started = now
+            command.calls += 1
+            command.seconds += took
+            if took >= server.slow_after:
+                server.command_took(command, reader.argv(), took)
+            reader.consume()
+        server.stats.commands_processed += ran
+        if reader.next_command() != PARSE_MORE or reader.error is not None:
+            self._received(reader.take_all(), started, call.out.take() if call.out.size else None)
+            return 0
+        self._finish_fast()
+        return 0
+
+    cdef int _finish_fast(self) except -1:
+        """What the Python loop does after a batch: effects first (AOF
+        records, other clients), then this client's replies in one write."""
+        cdef ServerCore server = self.server
+        if server.node.effects or server.kills or server.shutdown_request is not None:
+            self._running = True
+            try:
+                self.runtime.after_commands()
+            finally:
+                self._running = False
+        if self.call.out.size:
+            payload = self.call.out.take()
+            if self._held or server.node.aof_enabled:
+                self.deliver(payload)         # it may wait for the AOF
+            elif not self.closing and self.transport is not None:
+                server.stats.net_output_bytes += PyBytes_GET_SIZE(payload)
+                self.transport.write(payload)
+        if self.session.kill_requested:
+            self._close()
+        return 0

@@ -1,0 +1,335 @@
+# The hot commands, compiled: PING, ADDJOB, GETJOB, ACKJOB, FASTACK, NACK,
+# ENQUEUE, DEQUEUE, WORKING and QLEN, each parsed, run and answered here.
+#
+# One implementation serves two callers:
+#   * the connection's fast path (conn.pxi), with the arguments still in
+#     the read buffer, may_park False: a command that would have to wait
+#     (a blocking GETJOB with nothing to give, an ADDJOB that waits for its
+#     copies) is declined before it changes anything, and runs through the
+#     command table instead;
+#   * the command table (commands/), through run_hot(), with the arguments
+#     as bytes and may_park True: there a waiting command parks.
+# Errors are raised as DisqueError, with Disque's texts; arguments are
+# checked in Disque's order, so a request that breaks several rules gets
+# Disque's error. Replies are written into the call's WriteBuffer.
+
+from disque_py.errors import (BADID_MESSAGE, LEAVING_MESSAGE, SYNTAX_ERROR,
+                              TIMEOUT_NEGATIVE, TIMEOUT_NOT_INTEGER, BadIdError,
+                              LeavingError)
+
+REPLICATE_RANGE = "REPLICATE must be between 1 and 65535"
+TTL_POSITIVE = "TTL must be a number > 0"
+RETRY_NON_NEGATIVE = "RETRY time must be a non negative number"
+DELAY_NON_NEGATIVE = "DELAY time must be a non negative number"
+MAXLEN_POSITIVE = "MAXLEN must be a positive number"
+COUNT_POSITIVE = "COUNT must be a number greater than zero"
+PING_ARITY = "wrong number of arguments for 'ping' command"
+
+cdef enum:
+    MAX_REPLICATION = 65535
+
+# The hot commands, by the number the command table gives them.
+HOT_COMMANDS = {"ping": HOT_PING, "addjob": HOT_ADDJOB, "getjob": HOT_GETJOB,
+                "ackjob": HOT_ACKJOB, "fastack": HOT_FASTACK, "nack": HOT_NACK,
+                "enqueue": HOT_ENQUEUE, "dequeue": HOT_DEQUEUE, "working": HOT_WORKING,
+                "qlen": HOT_QLEN}
+
+cdef bytes _PONG = b"+PONG\r\n"
+cdef bytes _NULL_ARRAY_RESP2 = b"*-1\r\n"
+cdef bytes _NULL_RESP3 = b"_\r\n"
+cdef bytes _COUNTERS_HEAD = b"$5\r\nnacks\r\n"
+cdef bytes _DELIVERIES_HEAD = b"$21\r\nadditional-deliveries\r\n"
+
+
+cdef inline bint _is_option(ArgView arg, const char* name, Py_ssize_t size) noexcept:
+    """Case-insensitive match of an option name (`name` is lowercase)."""
+    cdef Py_ssize_t i
+    if arg.size != size:
+        return False
+    for i in range(size):
+        if (arg.data[i] | 32) != name[i]:
+            return False
+    return True
+
+
+cdef bint _parse_int(ArgView arg, int64_t* out) noexcept:
+    """A signed 64-bit integer as strtoll reads it, as Disque's commands do:
+    a NUL ends the argument, "" is 0, "+5" and "007" are numbers, " 5" and
+    "5s" are not."""
+    cdef const char* end = <const char*>memchr(arg.data, 0, arg.size)
+    cdef Py_ssize_t size = end - arg.data if end != NULL else arg.size
+    cdef Py_ssize_t i = 0
+    cdef bint negative = False
+    cdef uint64_t value = 0, limit
+    if size == 0:
+        out[0] = 0
+        return True
+    if arg.data[0] == 43 or arg.data[0] == 45:       # '+' '-'
+        negative = arg.data[0] == 45
+        i = 1
+        if size == 1:
+            return False
+    limit = 9223372036854775808ULL if negative else 9223372036854775807ULL
+    while i < size:
+        if not 48 <= arg.data[i] <= 57:
+            return False
+        if value > (limit - <uint64_t>(arg.data[i] - 48)) // 10:
+            return False
+        value = value * 10 + <uint64_t>(arg.data[i] - 48)
+        i += 1
+    out[0] = -<int64_t>(value - 1) - 1 if negative and value else <int64_t>value
+    return True
+
+
+def parse_int(bytes value):
+    """The same rule, for the command table's Python handlers."""
+    cdef int64_t number
+    cdef ArgView arg
+    arg.data, arg.size = PyBytes_AS_STRING(value), PyBytes_GET_SIZE(value)
+    return number if _parse_int(arg, &number) else None
+
+
+cdef int64_t _timeout(ArgView arg) except -1:
+    cdef int64_t timeout
+    if not _parse_int(arg, &timeout):
+        raise CommandError(TIMEOUT_NOT_INTEGER)
+    if timeout < 0:
+        raise CommandError(TIMEOUT_NEGATIVE)
+    return timeout
+
+
+cdef int _check_ids(ArgView* argv, Py_ssize_t first, Py_ssize_t argc) except -1:
+    """Every ID well formed, or BADID before anything changes."""
+    cdef Py_ssize_t i
+    for i in range(first, argc):
+        if not id_is_valid(argv[i].data, argv[i].size):
+            raise BadIdError(BADID_MESSAGE)
+    return 0
+
+
+@cython.final
+cdef class HotCall:
+    """One command's run: its node, session, reply buffer, and (when it
+    parks) the waiter."""
+
+    def __cinit__(self):
+        self.out = WriteBuffer.__new__(WriteBuffer)
+
+    cdef int _reserve(self, Py_ssize_t count) except -1:
+        cdef ArgView* grown
+        if count > self.views_capacity:
+            grown = <ArgView*>PyMem_Realloc(self.views, count * sizeof(ArgView))
+            if grown == NULL:
+                raise MemoryError()
+            self.views = grown
+            self.views_capacity = count
+        return 0
+
+    def __dealloc__(self):
+        PyMem_Free(self.views)
+
+    cdef bytes arg_bytes(self, ArgView arg):
+        return PyBytes_FromStringAndSize(arg.data, arg.size)
+
+    cdef Queue known_queue(self, ArgView name):
+        """The live queue called `name` if it is the one used last."""
+        cdef Queue q = self.recent_queue
+        if q is not None and q.live and PyBytes_GET_SIZE(q.name) == name.size \
+                and memcmp(PyBytes_AS_STRING(q.name), name.data, name.size) == 0:
+            return q
+        return None
+
+    cdef bytes queue_name(self, ArgView name):
+        """The name as bytes, sharing the queue's own when it exists; the
+        queue, or None, is left in `found`."""
+        cdef Queue q = self.known_queue(name)
+        if q is None:
+            key = self.arg_bytes(name)
+            existing = self.node.queues.get(key)
+            if existing is None:
+                self.found = None
+                return key
+            q = <Queue>existing
+            self.recent_queue = q
+        self.found = q
+        return q.name
+
+    cdef int run(self, int kind, ArgView* argv, Py_ssize_t argc) except -1:
+        if kind == HOT_ADDJOB:
+            return _addjob(self, argv, argc)
+        if kind == HOT_GETJOB:
+            return _getjob(self, argv, argc)
+        if kind == HOT_ACKJOB:
+            _check_ids(argv, 1, argc)
+            return self.out.write_number(58, self.node._ack_views(argv + 1, argc - 1))
+        if kind == HOT_FASTACK:
+            _check_ids(argv, 1, argc)
+            return self.out.write_number(58, self.node._fast_ack_views(argv + 1, argc - 1))
+        if kind == HOT_NACK or kind == HOT_ENQUEUE:
+            _check_ids(argv, 1, argc)
+            return self.out.write_number(58, self.node._enqueue_views(argv + 1, argc - 1,
+                                                                      kind == HOT_NACK))
+        if kind == HOT_DEQUEUE:
+            _check_ids(argv, 1, argc)
+            return self.out.write_number(58, self.node._dequeue_views(argv + 1, argc - 1))
+        if kind == HOT_WORKING:
+            _check_ids(argv, 1, argc)
+            return self.out.write_number(58, self.node.working(self.arg_bytes(argv[1])))
+        if kind == HOT_QLEN:
+            q = self.known_queue(argv[1])
+            if q is None:
+                return self.out.write_number(58, self.node.queue_length(self.arg_bytes(argv[1])))
+            return self.out.write_number(58, (<Queue>q).jobs.count)
+        return _ping(self, argv, argc)
+
+
+cdef int _ping(HotCall call, ArgView* argv, Py_ssize_t argc) except -1:
+    """PING [message]"""
+    if argc > 2:
+        raise CommandError(PING_ARITY)
+    if argc == 1:
+        return call.out.write_bytes(_PONG)
+    return call.out.write_bulk(argv[1].data, argv[1].size)
+
+
+cdef int _addjob(HotCall call, ArgView* argv, Py_ssize_t argc) except -1:
+    """ADDJOB queue job ms-timeout [REPLICATE n] [DELAY s] [RETRY s] [TTL s]
+    [MAXLEN n] [ASYNC]"""
+    cdef int64_t repl = -1, retry = -1, delay = 0, maxlen = 0, ttl = DEFAULT_TTL_S, timeout
+    cdef int64_t copies
+    cdef bint async_ = False
+    cdef Py_ssize_t i = 4
+    cdef NodeCore node = call.node
+    cdef Job job
+    while i < argc:
+        option = argv[i]
+        i += 1
+        if _is_option(option, b"replicate", 9) and i < argc:
+            if not _parse_int(argv[i], &repl) or not 0 < repl <= MAX_REPLICATION:
+                raise CommandError(REPLICATE_RANGE)
+        elif _is_option(option, b"ttl", 3) and i < argc:
+            if not _parse_int(argv[i], &ttl) or ttl <= 0:
+                raise CommandError(TTL_POSITIVE)
+        elif _is_option(option, b"retry", 5) and i < argc:
+            if not _parse_int(argv[i], &retry) or retry < 0:
+                raise CommandError(RETRY_NON_NEGATIVE)
+        elif _is_option(option, b"delay", 5) and i < argc:
+            if not _parse_int(argv[i], &delay) or delay < 0:
+                raise CommandError(DELAY_NON_NEGATIVE)
+        elif _is_option(option, b"maxlen", 6) and i < argc:
+            if not _parse_int(argv[i], &maxlen) or maxlen <= 0:
+                raise CommandError(MAXLEN_POSITIVE)
+        elif _is_option(option, b"async", 5):
+            async_ = True
+            continue
+        else:
+            raise CommandError(SYNTAX_ERROR)
+        i += 1
+    timeout = _timeout(argv[3])
+    if not call.may_park and not async_:
+        copies = repl if repl >= 0 else min(node.cluster_size, MAX_DEFAULT_REPLICATION)
+        if node.leaving or node.used_memory > node.memory_warn_at or copies > 1:
+            return HOT_DECLINE            # it would wait for copies
+    name = call.queue_name(argv[1])
+    job = node.create_job(name, call.found, argv[2].data, argv[2].size, repl, delay, retry, ttl,
+                          maxlen, async_, call.session, timeout)
+    if job.state == WAIT_REPL:
+        call.waiter = node.more(job).waiter
+        call.overlaps = True
+        return HOT_PARKED
+    call.out.write(b"+", 1)
+    call.out.write(job.id_, JOB_ID_LEN)
+    return call.out.write(b"\r\n", 2)
+
+
+cdef int _getjob(HotCall call, ArgView* argv, Py_ssize_t argc) except -1:
+    """GETJOB [NOHANG] [TIMEOUT ms] [COUNT n] [WITHCOUNTERS] FROM queue1 ... queueN"""
+    cdef int64_t timeout = 0, count = 1
+    cdef bint nohang = False, withcounters = False
+    cdef Py_ssize_t i = 1, first = 0
+    cdef NodeCore node = call.node
+    cdef Queue q
+    while i < argc:
+        option = argv[i]
+        i += 1
+        if _is_option(option, b"from", 4):
+            if i < argc:
+                first = i
+            break
+        elif _is_option(option, b"nohang", 6):
+            nohang = True
+        elif _is_option(option, b"withcounters", 12):
+            withcounters = True
+        elif _is_option(option, b"timeout", 7) and i < argc:
+            timeout = _timeout(argv[i])
+            i += 1
+        elif _is_option(option, b"count", 5) and i < argc:
+            if not _parse_int(argv[i], &count) or count <= 0:
+                raise CommandError(COUNT_POSITIVE)
+            i += 1
+        else:
+            break
+    if first == 0:
+        raise CommandError(SYNTAX_ERROR)
+    names, ready = [], False
+    for i in range(first, argc):
+        names.append(call.queue_name(argv[i]))
+        q = call.found
+        if q is not None and q.jobs.count and not q.flags & PAUSED_OUT:
+            ready = True
+    if not ready and not nohang and not call.may_park:
+        return HOT_DECLINE                # it would block
+    jobs = node.get_jobs(names, count)
+    if jobs:
+        return _write_jobs(call.out, jobs, withcounters)
+    if nohang:
+        return call.out.write_bytes(_NULL_RESP3 if call.resp3 else _NULL_ARRAY_RESP2)
+    if node.leaving:
+        raise LeavingError(LEAVING_MESSAGE)
+    deadline = node.now_ms() + timeout if timeout else 0
+    call.waiter = node.block(call.session, names, deadline, withcounters)
+    call.overlaps = False
+    return HOT_PARKED
+
+
+cdef int _write_jobs(WriteBuffer out, list jobs, bint withcounters) except -1:
+    """GETJOB's reply: [[queue, id, body(, "nacks", n, "additional-deliveries", n)] ...]"""
+    cdef Job job
+    out.write_number(42, len(jobs))
+    for job in jobs:
+        out.write_number(42, 7 if withcounters else 3)
+        out.write_bulk(PyBytes_AS_STRING(<object>job.queue_),
+                       PyBytes_GET_SIZE(<object>job.queue_))
+        out.write_bulk(job.id_, JOB_ID_LEN)
+        out.write_bulk(job.body_, job.body_len)
+        if withcounters:
+            out.write_bytes(_COUNTERS_HEAD)
+            out.write_number(58, job.nacks)
+            out.write_bytes(_DELIVERIES_HEAD)
+            out.write_number(58, job.deliveries)
+    return 0
+
+
+def render_jobs(list jobs, bint withcounters):
+    """GETJOB's reply for these jobs, encoded (QPEEK, a parked GETJOB
+    answered later)."""
+    cdef WriteBuffer out = WriteBuffer.__new__(WriteBuffer)
+    _write_jobs(out, jobs, withcounters)
+    return out.take()
+
+
+def run_hot(int kind, NodeCore node, session, list argv):
+    """Run a hot command for the command table: returns its encoded reply,
+    or (waiter, overlaps) when the client is to park."""
+    cdef HotCall call = HotCall.__new__(HotCall)
+    cdef Py_ssize_t i, argc = len(argv)
+    call.node, call.session, call.may_park = node, session, True
+    call.resp3 = session is not None and session.resp3
+    call._reserve(argc)
+    for i in range(argc):
+        arg = argv[i]
+        call.views[i].data = PyBytes_AS_STRING(arg)
+        call.views[i].size = PyBytes_GET_SIZE(arg)
+    if call.run(kind, call.views, argc) == HOT_PARKED:
+        return call.waiter, call.overlaps
+    return call.out.take()

@@ -1,0 +1,607 @@
+# NodeCore: one node's job state and the job lifecycle that changes it.
+#
+# It holds every job the node knows (any state), the queues, the awake
+# schedule, the IDs it makes, and the counters the memory policy reads.
+# Methods read the node's clock, change state, and append effects to
+# `self.effects` for the runtime: no I/O. core/node.py's Node subclasses
+# it and adds, in Python, what reacts to the cluster (replication, ack
+# collection, federation, re-queue messages) and the parked clients; the
+# paths here call those Python methods only when a job concerns other
+# nodes or a waiting client.
+#
+# Lifecycle of a job on this node (Disque's state machine):
+#
+#     ADDJOB ----> wait-repl --(copies confirmed)--> active <--> queued
+#                                                      |  GETJOB: queued -> active
+#                                                      |  RETRY timer: active -> queued
+#                                                      v
+#                                    ACKJOB/SETACK -> acked --(GC)--> gone
+#     TTL reached in any state ----------------------------------> gone
+#
+# Rules kept here:
+#   * a registered job is in the jobs table and in the awake schedule;
+#   * a queued job is in exactly one queue, the one it names;
+#   * a wait-repl job is never queued: only replication_achieved (or
+#     abandon_replication) moves it on;
+#   * at-most-once jobs (retry 0) are queued at most once: enqueue() sets
+#     qtime to 0 and refuses them afterwards;
+#   * nothing here raises on a job in an unexpected state: callers get False.
+
+from libc.time cimport time_t
+
+from disque_py.cluster.messages import DELJOB, ENQUEUE as MSG_ENQUEUE, MSG_NOREPLY
+from disque_py.core.effects import AofDelJob, AofLoadJob
+from disque_py.errors import (AckedError, CommandError, MaxlenError, NoJobError, NoReplError,
+                              PausedError, TooLateError)
+
+cdef extern from "<time.h>" nogil:
+    ctypedef int clockid_t
+    cdef struct timespec:
+        time_t tv_sec
+        long tv_nsec
+    int clock_gettime(clockid_t clock, timespec* now)
+    clockid_t CLOCK_REALTIME
+
+cdef int64_t UNLIMITED_MEMORY = 1LL << 62
+cdef tuple _NO_NODES = ()
+
+RETRY0_NEEDS_REPL1 = ("With RETRY set to 0 please explicitly set  REPLICATE to 1 "
+                      "(at-most-once delivery)")
+DELAY_NOT_BELOW_TTL = ("The specified DELAY is greater than TTL. Job refused since "
+                       "would never be delivered")
+NOT_ENOUGH_NODES = "Not enough reachable nodes for the requested replication level"
+CANNOT_HOLD_COPY = (NOT_ENOUGH_NODES + ", since I'm unable to hold a copy of the "
+                    "message for the following reason: %s")
+REASON_LEAVING = "I'm leaving the cluster"
+REASON_MEMORY = "I'm out of memory"
+MAXLEN_REACHED = "Queue is already longer than the specified MAXLEN count"
+PAUSED_INPUT = "Queue paused in input, try later"
+ID_COLLISION = "Internal error creating the job, check server logs"
+REMOVED_BEFORE_COPIES = ("job removed (expired?) before the requested replication "
+                         "level was achieved")
+JOB_UNKNOWN = "Job not known in the context of this node."
+JOB_ACKED = "The job is already acknowledged."
+HALF_TTL_ELAPSED = ("Half of job TTL already elapsed, you are no longer allowed "
+                    "to postpone the next delivery.")
+
+
+cdef inline int64_t _wall_ms() noexcept nogil:
+    cdef timespec now
+    clock_gettime(CLOCK_REALTIME, &now)
+    return <int64_t>now.tv_sec * 1000 + now.tv_nsec // 1000000
+
+
+cdef class NodeCore:
+
+    def __cinit__(self, *args, **kwargs):
+        self.jobs = JobTable.__new__(JobTable)
+        self.schedule = AwakeSchedule.__new__(AwakeSchedule)
+        self.effects = []
+        self.extras = {}
+        self.ready = {}
+        self.replicating = {}
+        self.waiting_queues = {}
+        self.cluster_size = 1
+        self.evict_jobs = True
+        self.maxmemory = 0
+
+    def init_core(self, bytes node_id, clock, bytes id_seed, queues):
+        """Wire the clock (a real one is read in C; a fake one is called),
+        the queue table, and this node's ID."""
+        self.clock = clock
+        self._real_clock = getattr(clock, "REAL", False)
+        self._rng_state = clock.random.getrandbits(64) | 1
+        self.queues = queues
+        self.set_identity(node_id, id_seed)
+
+    def set_identity(self, bytes node_id, bytes id_seed):
+        self.id = node_id
+        self.ids = IdGenerator(node_id, id_seed)
+        self._only_me = (node_id,)
+
+    # --------------------------------------------------------- time, random
+
+    cdef inline int64_t now_ms(self) except? -1:
+        if self._real_clock:
+            return _wall_ms()
+        return self.clock.now_ms()
+
+    def _now_ms(self):
+        return self.now_ms()
+
+    cdef inline int64_t jitter(self, int64_t spread_ms) noexcept:
+        """A random error in [-spread/2, spread/2), as Disque's randomTimeError."""
+        # xorshift64*: fast, and seeded from the clock's random (a seeded
+        # clock makes a whole node deterministic).
+        cdef uint64_t x = self._rng_state
+        x ^= x >> 12
+        x ^= x << 25
+        x ^= x >> 27
+        self._rng_state = x
+        return <int64_t>(((x * 2685821657736338717ULL) >> 11) % <uint64_t>spread_ms) \
+            - spread_ms // 2
+
+    # --------------------------------------------------------------- memory
+
+    @property
+    def maxmemory(self):
+        return self._maxmemory
+
+    @maxmemory.setter
+    def maxmemory(self, int64_t limit):
+        """0 means no limit."""
+        cdef int64_t effective = limit if limit else UNLIMITED_MEMORY
+        self._maxmemory = limit
+        self.memory_warn_at = effective // 100 * 75     # keep no local copy above this
+        self.memory_evict_at = effective // 100 * 95    # evict, then refuse, above this
+
+    # -------------------------------------------------------------- lookups
+
+    def lookup(self, job_id):
+        return self.jobs.get(job_id)
+
+    cpdef Queue queue(self, bytes name):
+        """The queue called `name`, created on first use."""
+        q = self.queues.get(name)
+        if q is None:
+            q = Queue(name, self.now_ms())
+            self.queues.add(name, q)
+            self.used_memory += QUEUE_MEMORY_OVERHEAD
+        return <Queue>q
+
+    def queue_length(self, bytes name):
+        q = self.queues.get(name)
+        return (<Queue>q).jobs.count if q is not None else 0
+
+    # ----------------------------------------------------- registry, timers
+
+    cpdef int64_t next_ctime(self, int64_t now_ms):
+        """Creation time: ms * 1e6, strictly increasing on this node."""
+        cdef int64_t ctime = now_ms * 1000000
+        if ctime <= self._last_ctime:
+            ctime = self._last_ctime + 1
+        self._last_ctime = ctime
+        return ctime
+
+    cpdef bint register(self, Job job) except -1:
+        """Add to the jobs table. The caller then schedules it (update_awake
+        or enqueue), so a new job is placed in the schedule once."""
+        if not self.jobs.insert(job):
+            return False
+        self.used_memory += JOB_MEMORY_OVERHEAD + job.body_len
+        return True
+
+    cpdef bint unregister(self, Job job) except -1:
+        """Forget a job completely (any state). False if it was not known."""
+        if job.state == WAIT_REPL and self.jobs.find(job.id_) is job:
+            # Its producer still waits: answer it, and delete the copies.
+            self.abandon_replication(job, NoReplError(REMOVED_BEFORE_COPIES))
+            return True
+        if not self.jobs.remove(job):
+            return False
+        if self.extras:
+            self.extras.pop(job, None)
+        if self.aof_enabled and (job.state == ACTIVE or job.state == QUEUED):
+            self.effects.append(AofDelJob(job.id))
+        self.used_memory -= JOB_MEMORY_OVERHEAD + job.body_len
+        self.schedule.unschedule(job)
+        if job.state == QUEUED:
+            self.dequeue(job)
+        return True
+
+    cpdef update_awake(self, Job job, int64_t gc_at=0):
+        """Place the job at its next event: TTL, (WILL)QUEUE time, or GC."""
+        cdef int64_t at = <int64_t>job.etime * 1000 + 1000, qtime
+        cdef int state = job.state
+        if state == ACKED:
+            if gc_at and gc_at < at:
+                at = gc_at
+        elif state != WAIT_REPL and job.qtime:
+            qtime = job.qtime
+            if job.flags & FLAG_BCAST_WILLQUEUE:
+                qtime -= WILLQUEUE_ADVANCE_MS
+            if qtime < at:
+                at = qtime
+        self.schedule.schedule(job, at)
+
+    cpdef persist_job(self, Job job):
+        """The job's state becomes durable (when the AOF is on)."""
+        if self.aof_enabled:
+            self.effects.append(AofLoadJob(job))
+
+    cpdef set_requeue_time(self, Job job, int64_t qtime):
+        """Move the next re-queue; never revives an at-most-once job."""
+        if job.retry == 0 or job.qtime == 0:
+            return
+        job.qtime = qtime
+        self.update_awake(job)
+
+    cpdef int64_t retry_time(self, Job job, int64_t now_ms):
+        return now_ms + job.retry * 1000 + self.jitter(TIME_ERROR_MS)
+
+    # --------------------------------------------------------------- queues
+
+    cpdef bint enqueue(self, Job job, bint nack=False, int64_t now=0, Queue q=None) except -1:
+        """Put an active job in its queue. False if it cannot be queued now
+        (already queued, acknowledged, at-most-once and delivered, or still
+        waiting for its copies: replication_achieved queues it, and a
+        wait-repl job queued by a peer's YOURJOBS or ENQUEUE would leave its
+        replication loop running on a job that may be acked meanwhile).
+
+        `now` and `q` (the job's queue) may be passed by a caller that has
+        them at hand, to spare the lookups on the ADDJOB path."""
+        cdef uint32_t retry = job.retry
+        cdef int flags = job.flags
+        cdef int64_t at, qtime
+        if job.state != ACTIVE or job.qtime == 0:
+            return False
+        if retry == 0 and flags & FLAG_DELIVERED:
+            return False
+        if not now:
+            now = self.now_ms()
+        job.state = QUEUED
+        if flags & FLAG_BCAST_QUEUED or nack:
+            # A re-queue: count it, and tell the other holders (they count too).
+            if nack:
+                job.nacks += 1
+            else:
+                job.deliveries += 1
+            if job.delivered_ != <PyObject*>self._only_me:
+                self.announce_queued(job, nack)
+        at = <int64_t>job.etime * 1000 + 1000
+        if retry:
+            job.flags = flags | FLAG_BCAST_WILLQUEUE | FLAG_BCAST_QUEUED
+            qtime = job.qtime = now + retry * 1000 + self.jitter(TIME_ERROR_MS)
+            if qtime - WILLQUEUE_ADVANCE_MS < at:
+                at = qtime - WILLQUEUE_ADVANCE_MS
+        else:
+            job.flags = flags | FLAG_BCAST_QUEUED
+            job.qtime = 0
+        self.schedule.schedule(job, at)
+        if q is None:
+            q = self.queue(<bytes>job.queue_)
+        q.jobs.add(job)
+        q.atime = now // 1000
+        q.jobs_in += 1
+        if (q.waiters is not None or q.interested is not None) and not q.flags & PAUSED_OUT:
+            self.ready[q.name] = None    # someone here or elsewhere awaits it
+        return True
+
+    cpdef bint dequeue(self, Job job) except -1:
+        if job.state != QUEUED:
+            return False
+        q = self.queues.get(<object>job.queue_)
+        if q is None:
+            return False
+        (<Queue>q).jobs.discard(job)
+        job.state = ACTIVE
+        return True
+
+    cpdef Job fetch(self, Queue q):
+        """Take the oldest job out of a queue, for delivery to a consumer."""
+        job = q.jobs.pop_first()
+        if job is None:
+            return None
+        job.state = ACTIVE
+        job.flags |= FLAG_DELIVERED
+        q.atime = self.now_ms() // 1000
+        q.jobs_out += 1
+        return job
+
+    cpdef set_paused(self, Queue q, int flags):
+        cdef int was_paused_out = q.flags & PAUSED_OUT
+        q.flags = (q.flags & ~(PAUSED_IN | PAUSED_OUT)) | flags
+        if was_paused_out and not q.flags & PAUSED_OUT and q.waiters is not None:
+            self.ready[q.name] = None
+
+    # --------------------------------------------------------------- ADDJOB
+
+    def add_job(self, bytes queue, bytes body, repl, int64_t delay, retry, int64_t ttl,
+                int64_t maxlen, bint async_, client=None, int64_t timeout_ms=0):
+        """Create a job (repl and retry None: the defaults). It comes back
+        queued (or active, when delayed), or in wait-repl state with
+        self.more(job).waiter parked for `client` when the producer must
+        wait for its copies (timeout 0: no deadline)."""
+        return self.create_job(queue, None, PyBytes_AS_STRING(body), PyBytes_GET_SIZE(body),
+                               -1 if repl is None else repl, delay,
+                               -1 if retry is None else retry, ttl, maxlen, async_,
+                               client, timeout_ms)
+
+    cdef Job create_job(self, bytes queue, Queue q, const char* body, Py_ssize_t body_len,
+                        int64_t repl, int64_t delay, int64_t retry, int64_t ttl,
+                        int64_t maxlen, bint async_, object client, int64_t timeout_ms):
+        """ADDJOB's semantics once its arguments are parsed (repl, retry -1:
+        the defaults; `q`: the queue, when the caller found it). The checks run in Disque's order, so a request that
+        breaks several rules gets the error Disque would give: at-most-once
+        with copies, DELAY >= TTL, too few reachable nodes, MAXLEN, queue
+        paused in input.
+
+        Replication policy: the node keeps a copy and asks repl-1 peers for
+        the rest, or, when it is leaving the cluster or short of memory,
+        keeps no copy and asks repl peers ("external replication"). On a
+        node that has met no peer, REPLICATE defaults to 1."""
+        cdef bint external, wait, keep_copy
+        cdef int64_t extra_copies, now, ctime, now_s
+        cdef Job job
+        if repl < 0:
+            repl = self.cluster_size if self.cluster_size < MAX_DEFAULT_REPLICATION \
+                else MAX_DEFAULT_REPLICATION
+        if retry < 0:
+            retry = ttl // 10 if ttl < 10 * DEFAULT_RETRY_MAX_S else DEFAULT_RETRY_MAX_S
+            if retry == 0:
+                retry = 1
+        elif retry == 0 and repl > 1:
+            raise CommandError(RETRY0_NEEDS_REPL1)
+        if delay >= ttl:
+            raise CommandError(DELAY_NOT_BELOW_TTL)
+        external = self.leaving or self.used_memory > self.memory_warn_at
+        extra_copies = repl if external else repl - 1
+        if extra_copies > self.reachable_peers:
+            self._refuse_replication(extra_copies, external)
+        if q is None:
+            found = self.queues.get(queue)
+            if found is not None:
+                q = <Queue>found
+        if q is not None:
+            if maxlen and q.jobs.count >= maxlen:
+                raise MaxlenError(MAXLEN_REACHED)
+            if q.flags & PAUSED_IN:
+                raise PausedError(PAUSED_INPUT)
+            queue = q.name                # every job of a queue shares its name
+        now = self.now_ms()
+        now_s = now // 1000
+        ctime = self.next_ctime(now)
+        # A producer that waits for copies waits in wait-repl; otherwise the
+        # job is active at once and enqueue() (or the awake timer) takes it.
+        wait = extra_copies and not async_
+        job = Job.__new__(Job)
+        self.ids.fill(job.id_, ttl, retry)
+        _fill_job(job, queue, body, body_len, WAIT_REPL if wait else ACTIVE, repl, delay,
+                  retry, ctime, now_s + ttl, _NO_NODES if external else self._only_me)
+        job.qtime = now + (delay if delay else retry) * 1000
+        keep_copy = not (async_ and external)
+        if keep_copy:
+            if not self.jobs.insert(job):
+                raise CommandError(ID_COLLISION)
+            self.used_memory += JOB_MEMORY_OVERHEAD + body_len
+        self.stats_jobs_created += 1
+        if wait:
+            self.wait_for_copies(job, client, now + timeout_ms if timeout_ms else 0,
+                                 extra_copies, external, now)
+            return job
+        if delay == 0 and not external:
+            self.enqueue(job, False, now, q)
+        elif keep_copy:         # delayed, or external: a holder will queue it
+            self.update_awake(job)
+        if self.aof_enabled and not external:
+            self.effects.append(AofLoadJob(job))
+        if extra_copies:
+            self.replicate(job, extra_copies, True)
+        if not keep_copy and PyTuple_GET_SIZE(<object>job.delivered_):
+            # No copy here: ask one holder to queue it first.
+            self.send(self._rng.choice(job.delivered), MSG_ENQUEUE, (job.id, delay))
+        return job
+
+    cdef _refuse_replication(self, int64_t extra_copies, bint external):
+        if external and extra_copies - 1 == self.reachable_peers:
+            reason = REASON_LEAVING if self.leaving else REASON_MEMORY
+            raise NoReplError(CANNOT_HOLD_COPY % reason)
+        raise NoReplError(NOT_ENOUGH_NODES)
+
+    # --------------------------------------------------------------- GETJOB
+
+    cpdef list get_jobs(self, list queue_names, Py_ssize_t count):
+        """Up to `count` jobs from the queues, left to right, pass after
+        pass, until `count` or a pass that finds nothing; [] if none."""
+        cdef list taken = []
+        cdef Py_ssize_t before
+        cdef Queue q
+        while True:
+            before = len(taken)
+            for name in queue_names:
+                found = self.queues.get(name)
+                q = self.queue(name) if found is None else <Queue>found
+                if q.flags & PAUSED_OUT or q.jobs.count == 0:
+                    if self.has_peers:
+                        self.need_jobs(q, False)
+                    continue
+                taken.append(self.fetch(q))
+                if q.jobs.count == 0 and self.has_peers:
+                    self.need_jobs(q, True)
+                if len(taken) == count:
+                    return taken
+            if len(taken) == before:
+                return taken
+
+    # --------------------------------------------------------- re-delivery
+
+    def enqueue_jobs(self, job_ids, bint nack):
+        """ENQUEUE / NACK: queue the active ones; returns how many were queued."""
+        return sum([self._enqueue_one(PyBytes_AS_STRING(job_id), nack)
+                    for job_id in _well_formed(job_ids)])
+
+    def dequeue_jobs(self, job_ids):
+        return sum([self._dequeue_one(PyBytes_AS_STRING(job_id))
+                    for job_id in _well_formed(job_ids)])
+
+    cdef int64_t _enqueue_views(self, ArgView* ids, Py_ssize_t count, bint nack) except -1:
+        cdef int64_t queued = 0
+        cdef Py_ssize_t i
+        for i in range(count):
+            queued += self._enqueue_one(ids[i].data, nack)
+        return queued
+
+    cdef int64_t _dequeue_views(self, ArgView* ids, Py_ssize_t count) except -1:
+        cdef int64_t dequeued = 0
+        cdef Py_ssize_t i
+        for i in range(count):
+            dequeued += self._dequeue_one(ids[i].data)
+        return dequeued
+
+    cdef int _enqueue_one(self, const char* job_id, bint nack) except -1:
+        job = self.jobs.find(job_id)
+        if job is None or job.state != ACTIVE:
+            return 0
+        return 1 if self.enqueue(job, nack) else 0
+
+    cdef int _dequeue_one(self, const char* job_id) except -1:
+        job = self.jobs.find(job_id)
+        if job is None:
+            return 0
+        return 1 if self.dequeue(job) else 0
+
+    def working(self, job_id):
+        """Postpone the next delivery by the job's retry time; returns it."""
+        cdef int64_t now, born_ms, ttl_ms
+        found = self.jobs.get(job_id)
+        if found is None:
+            raise NoJobError(JOB_UNKNOWN)
+        cdef Job job = <Job>found
+        if job.state == ACKED:
+            raise AckedError(JOB_ACKED)
+        now = self.now_ms()
+        born_ms = job.ctime // 1000000
+        ttl_ms = <int64_t>job.etime * 1000 - born_ms
+        if ttl_ms > 0 and now - born_ms > ttl_ms // 2:
+            raise TooLateError(HALF_TTL_ELAPSED)
+        if job.state == QUEUED:
+            self.dequeue(job)
+        job.flags |= FLAG_BCAST_WILLQUEUE
+        self.set_requeue_time(job, self.retry_time(job, now))
+        if job.delivered_ != <PyObject*>self._only_me:
+            self.announce_working(job)
+        return job.retry
+
+    # ----------------------------------------------------------------- acks
+
+    def ack_jobs(self, job_ids):
+        """ACKJOB: returns how many known jobs moved to the acked state."""
+        return sum([self._ack_one(PyBytes_AS_STRING(job_id)) for job_id in _well_formed(job_ids)])
+
+    cdef int64_t _ack_views(self, ArgView* ids, Py_ssize_t count) except -1:
+        cdef int64_t known = 0
+        cdef Py_ssize_t i
+        for i in range(count):
+            known += self._ack_one(ids[i].data)
+        return known
+
+    cdef int _ack_one(self, const char* job_id) except -1:
+        """1 if a known job moved to the acked state."""
+        cdef int newly = 0
+        job = self.jobs.find(job_id)
+        if job is None:
+            if self.cluster_size > 1 and not self.leaving and not _at_most_once(job_id):
+                self.try_gc(self._dummy_ack(PyBytes_FromStringAndSize(job_id, JOB_ID_LEN)))
+            return 0
+        if job.state != ACKED:
+            self.acknowledge(job)
+            newly = 1
+        if job.state != ACKED:
+            return newly
+        if job.delivered_ == <PyObject*>self._only_me:
+            self.unregister(job)     # the only copy is ours: nobody else to tell
+        else:
+            self.try_gc(job)
+        return newly
+
+    cpdef acknowledge(self, Job job):
+        if job.state == ACKED:
+            return
+        if job.state == WAIT_REPL and not self.replication_achieved(job):
+            return
+        self.dequeue(job)
+        job.state = ACKED
+        if self.aof_enabled:
+            self.effects.append(AofDelJob(job.id))   # acks are not persisted: the job is gone
+        if self.extras:
+            extra = self.extras.get(job)
+            if extra is not None:
+                extra.confirmed = None
+        self.update_awake(job, self._next_gc_time(0))
+
+    def fast_ack(self, job_ids):
+        """FASTACK: delete at once, and ask every node that may have a copy
+        (all of them, for an unknown job) to delete it too, best effort."""
+        return sum([self._fast_ack_one(PyBytes_AS_STRING(job_id))
+                    for job_id in _well_formed(job_ids)])
+
+    cdef int64_t _fast_ack_views(self, ArgView* ids, Py_ssize_t count) except -1:
+        cdef int64_t deleted = 0
+        cdef Py_ssize_t i
+        for i in range(count):
+            deleted += self._fast_ack_one(ids[i].data)
+        return deleted
+
+    cdef int _fast_ack_one(self, const char* job_id) except -1:
+        job = self.jobs.find(job_id)
+        if job is None:
+            if self.has_peers:
+                self.send_to(self.known_peers, DELJOB,
+                             (PyBytes_FromStringAndSize(job_id, JOB_ID_LEN), 0))
+            return 0
+        if job.delivered_ != <PyObject*>self._only_me:
+            self.send_to(job.delivered, DELJOB, (job.id, 0))
+        self.unregister(job)
+        return 1
+
+    def delete_jobs(self, job_ids):
+        """DELJOB: forget jobs on this node only, whatever their state."""
+        cdef int64_t deleted = 0
+        for job_id in job_ids:
+            found = self.jobs.get(job_id)
+            if found is not None:
+                self.unregister(found)
+                deleted += 1
+        return deleted
+
+    cpdef int64_t _next_gc_time(self, int64_t attempts):
+        cdef int64_t period = GC_RETRY_MIN_PERIOD_MS << attempts
+        if period > GC_RETRY_MAX_PERIOD_MS:
+            period = GC_RETRY_MAX_PERIOD_MS
+        return self.now_ms() + period + self.jitter(GC_JITTER_MS)
+
+    # ------------------------------------------------------------- effects
+
+    def take_effects(self):
+        effects = self.effects
+        self.effects = []
+        return effects
+
+
+cdef void _fill_job(Job job, bytes queue, const char* body, Py_ssize_t body_len, int state,
+                    int64_t repl, int64_t delay, int64_t retry, int64_t ctime,
+                    int64_t etime, tuple delivered) except *:
+    """The fields of a job whose ID is already written."""
+    Py_INCREF(queue)
+    job.queue_ = <PyObject*>queue
+    job.body_ = <char*>PyMem_Malloc(body_len if body_len else 1)
+    if job.body_ == NULL:
+        raise MemoryError()
+    memcpy(job.body_, body, body_len)
+    job.body_len = <uint32_t>body_len
+    Py_INCREF(delivered)
+    job.delivered_ = <PyObject*>delivered
+    job.state = state
+    job.repl = <uint16_t>repl
+    job.delay = <uint32_t>delay
+    job.retry = <uint32_t>retry
+    job.ctime = ctime
+    job.etime = <uint32_t>etime
+
+
+cdef inline bint _at_most_once(const char* job_id) noexcept:
+    """IDs of retry-0 jobs carry an even TTL field (its last hex digit)."""
+    cdef unsigned char last = (<const unsigned char*>job_id)[39]
+    cdef int value = last - 48 if last <= 57 else (last | 32) - 87
+    return value & 1 == 0
+
+
+def is_at_most_once_id(bytes job_id):
+    return _at_most_once(PyBytes_AS_STRING(job_id))
+
+
+cdef list _well_formed(job_ids):
+    """The IDs that can name a job (callers check them first; this keeps
+    the per-ID code to 40-byte IDs whatever a Python caller passes)."""
+    return [job_id for job_id in job_ids
+            if type(job_id) is bytes and PyBytes_GET_SIZE(job_id) == JOB_ID_LEN]
