@@ -15,6 +15,9 @@ class Clock:
     """Wall-clock time, as Disque uses it (jobs carry absolute times)."""
 
     __slots__ = ("random", "_uniform")
+    # The engine reads a real clock itself, in C (the same CLOCK_REALTIME
+    # as time.time_ns); only a clock that is not real is called.
+    REAL = True
 
     def __init__(self, seed: int | None = None) -> None:
         # Desynchronisation jitter for retries and GC comes from here, so a
@@ -34,6 +37,7 @@ class FakeClock(Clock):
     """A clock that only moves when told to."""
 
     __slots__ = ("_now",)
+    REAL = False
 
     def __init__(self, start_ms: int = 1_700_000_000_000, seed: int = 0) -> None:
         super().__init__(seed)

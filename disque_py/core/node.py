@@ -14,7 +14,6 @@ is pure: no asyncio, sockets or files; effects go to `self.effects`.
 
 from __future__ import annotations
 
-import os
 
 from disque_py.cluster import messages as msg
 from disque_py.core.acks import AcksMixin
@@ -45,8 +44,7 @@ class Node(NodeCore, MemoryPolicyMixin, ConsumerMixin, AcksMixin, ReplicationMix
     def __init__(self, node_id: bytes, clock: Clock | None = None,
                  id_seed: bytes | None = None) -> None:
         clock = clock or Clock()
-        self.init_core(node_id, clock, id_seed or os.urandom(20),
-                       ScanTable(QUEUE_TABLE_PARTITIONS))
+        self.init_core(node_id, clock, id_seed, ScanTable(QUEUE_TABLE_PARTITIONS))
         self._uniform = clock.random.random
         self._rng = clock.random
         self.deadlines = Deadlines()
@@ -62,7 +60,7 @@ class Node(NodeCore, MemoryPolicyMixin, ConsumerMixin, AcksMixin, ReplicationMix
         self.index_node_ids()
 
     def set_node_id(self, node_id: bytes, id_seed: bytes | None = None) -> None:
-        self.set_identity(node_id, id_seed or os.urandom(20))
+        self.set_identity(node_id, id_seed)
         self.index_node_ids()
 
     def more(self, job: Job) -> JobExtra:

@@ -24,6 +24,7 @@ cdef enum:
     TABLE_MIN_BUCKETS = 4
     # Awake schedule (schedule.pxi)
     BUCKET_MS = 10
+    SCHEDULE_CACHE = 64
     # Queues (queue.pxi)
     CHUNK_CAPACITY = 512
     PAUSED_IN = 1
@@ -128,7 +129,7 @@ cdef class Bucket:
 cdef class AwakeSchedule:
     cdef dict _buckets             # slot (ms) -> Bucket
     cdef list _heap                # slots, a heapq
-    cdef Bucket _recent            # the bucket used last (most jobs share it)
+    cdef PyObject* _cache[64]      # SCHEDULE_CACHE buckets by slot, borrowed from _buckets
     cdef Py_ssize_t _len
 
     cpdef schedule(self, Job job, int64_t at_ms)

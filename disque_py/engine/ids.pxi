@@ -1,34 +1,37 @@
-# Job IDs for one node: a hash, in counter mode, of a start-up seed.
+# Job IDs for one node.
 #
 # An ID is 40 characters: "D-", the first 8 hex of the creating node's ID,
-# "-", 24 base64 characters (144 pseudo-random bits), "-", and the TTL in
-# minutes as 4 hex digits, even for at-most-once jobs (retry 0) and odd
-# otherwise, so any node can tell the delivery guarantee and the expire
-# time of an ID it has never seen.
+# "-", 24 base64 characters (144 random bits), "-", and the TTL in minutes
+# as 4 hex digits, even for at-most-once jobs (retry 0) and odd otherwise,
+# so any node can tell the delivery guarantee and the expire time of an ID
+# it has never seen.
 #
-# Each refill hashes (seed || counter) with SHAKE-256 into the random bits
-# of IDS_PER_REFILL IDs at once and base64-encodes them in one call (18
-# bytes are exactly 24 characters: no padding inside). Making an ID is then
-# three copies into the job's inline ID: prefix, random part, TTL suffix.
+# The random characters come from the operating system's CSPRNG
+# (os.urandom), IDS_PER_REFILL IDs' worth at a time, one byte per
+# character: its low 6 bits pick the character of the base64 alphabet. A
+# generator given a seed (the simulation, tests) draws them instead from
+# SHAKE-256 in counter mode over that seed, so its IDs replay exactly.
+# Making an ID is three copies into the job's inline ID: prefix, random
+# part, TTL suffix.
 
-import binascii
 import hashlib
+import os
 
 cdef enum:
     IDS_PER_REFILL = 256
-    RANDOM_ID_BYTES = 18
     RANDOM_ID_CHARS = 24
     ID_PREFIX_LEN = 11
     ID_SUFFIX_LEN = 5
     TTL_MINUTES_MAX = 0xFFFF
 
 cdef bytes _HEX_DIGITS = b"0123456789abcdef"
+cdef bytes _BASE64_ALPHABET = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
 
 
 @cython.final
 cdef class IdGenerator:
 
-    def __init__(self, bytes node_id, bytes seed):
+    def __init__(self, bytes node_id, bytes seed=None):
         if PyBytes_GET_SIZE(node_id) < 8:
             raise ValueError("a node ID has at least 8 characters")
         self._prefix = b"D-" + node_id[:8] + b"-"
@@ -38,10 +41,19 @@ cdef class IdGenerator:
         self._suffix_key = -1
 
     cdef void _refill(self) except *:
-        self._counter += 1
-        digest = hashlib.shake_256(self._seed + self._counter.to_bytes(8, "little")).digest(
-            RANDOM_ID_BYTES * IDS_PER_REFILL)
-        self._spare = binascii.b2a_base64(digest, newline=False)
+        cdef Py_ssize_t i, size = RANDOM_ID_CHARS * IDS_PER_REFILL
+        cdef const char* alphabet = PyBytes_AS_STRING(_BASE64_ALPHABET)
+        cdef char* chars
+        if self._seed is None:
+            random_bytes = os.urandom(size)
+        else:
+            self._counter += 1
+            random_bytes = hashlib.shake_256(
+                self._seed + self._counter.to_bytes(8, "little")).digest(size)
+        self._spare = PyBytes_FromStringAndSize(NULL, size)
+        chars = PyBytes_AS_STRING(self._spare)
+        for i in range(size):
+            chars[i] = alphabet[(<unsigned char*>PyBytes_AS_STRING(random_bytes))[i] & 63]
         self._left = IDS_PER_REFILL
 
     cdef void fill(self, char* out, int64_t ttl_s, int64_t retry_s) except *:

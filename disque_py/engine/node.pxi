@@ -87,9 +87,10 @@ cdef class NodeCore:
 
     def init_core(self, bytes node_id, clock, bytes id_seed, queues):
         """Wire the clock (a real one is read in C; a fake one is called),
-        the queue table, and this node's ID."""
+        the queue table, and this node's ID (id_seed: None for random job
+        IDs, or a seed that makes them replay)."""
         self.clock = clock
-        self._real_clock = getattr(clock, "REAL", False)
+        self._real_clock = clock.REAL
         self._rng_state = clock.random.getrandbits(64) | 1
         self.queues = queues
         self.set_identity(node_id, id_seed)

@@ -56,7 +56,7 @@ cdef bint _strict_int(const char* data, Py_ssize_t size, int64_t* out) noexcept:
     while i < size:
         if not 48 <= data[i] <= 57:
             return False
-        if value > (0xFFFFFFFFFFFFFFFF - <uint64_t>(data[i] - 48)) // 10:
+        if value > (<uint64_t>0xFFFFFFFFFFFFFFFFULL - <uint64_t>(data[i] - 48)) // 10:
             return False
         value = value * 10 + <uint64_t>(data[i] - 48)
         i += 1
@@ -190,7 +190,20 @@ cdef class RequestParser:
         """Read a "<c><digits>\r" line at pos: PARSE_MORE until the line and
         one byte after it are here; the value, and whether it is canonical."""
         cdef char* line = self.buf + self.pos
-        cdef char* cr = <char*>memchr(line, 13, self.size - self.pos)
+        cdef char* end = self.buf + self.size
+        cdef char* p = line + 1
+        cdef int64_t number = 0
+        cdef char* cr
+        # The common case first: a short canonical length, wholly here.
+        if line[0] == expected and p < end and 49 <= p[0] <= 57:
+            while p < end and 48 <= p[0] <= 57 and p - line < 19:
+                number = number * 10 + (p[0] - 48)
+                p += 1
+            if p + 1 < end and p[0] == 13:
+                value[0], valid[0] = number, True
+                self.pos = p + 2 - self.buf
+                return PARSE_COMMAND
+        cr = <char*>memchr(line, 13, self.size - self.pos)
         if cr == NULL:
             if self.size - self.pos > INLINE_MAX_SIZE:
                 return self._fail(too_big.decode())
