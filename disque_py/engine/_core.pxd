@@ -237,7 +237,8 @@ cdef class NodeCore:
                         int64_t repl, int64_t delay, int64_t retry, int64_t ttl,
                         int64_t maxlen, bint async_, object client, int64_t timeout_ms)
     cdef _refuse_replication(self, int64_t extra_copies, bint external)
-    cpdef list get_jobs(self, list queue_names, Py_ssize_t count)
+    cdef list take_jobs(self, list names, list queues, Py_ssize_t count)
+    cdef Job take_one(self, Queue q)
     cpdef acknowledge(self, Job job)
     cpdef int64_t _next_gc_time(self, int64_t attempts)
     cdef int64_t _enqueue_views(self, ArgView* ids, Py_ssize_t count, bint nack) except -1
@@ -411,7 +412,8 @@ cdef class ConnectionBase:
     cdef public ServerCore server
     cdef public SessionCore session
     cdef public object runtime
-    cdef public object transport
+    cdef object _transport
+    cdef object _transport_write           # its bound write method
     cdef public RequestParser reader
     cdef public object pending             # deque of commands waiting, or None
     cdef public object pending_error

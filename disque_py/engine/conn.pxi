@@ -44,6 +44,16 @@ cdef class ConnectionBase:
         self.server = server
         self.call.node = server.node
 
+    @property
+    def transport(self):
+        return self._transport
+
+    @transport.setter
+    def transport(self, transport):
+        self._transport = transport
+        self._transport_write = transport.write if transport is not None else None
+
+    @cython.binding(False)
     def data_received(self, bytes data):
         cdef ServerCore server = self.server
         cdef SessionCore session = self.session
@@ -61,7 +71,7 @@ cdef class ConnectionBase:
             self._run_fast(now)
         else:
             self._received(self.reader.take_all(), now, None)
-        if size >= YIELD_AFTER_BYTES and not self.closing and self.transport is not None:
+        if size >= YIELD_AFTER_BYTES and not self.closing and self._transport is not None:
             self._yield_loop()
 
     cdef int _run_fast(self, double started) except -1:
@@ -134,9 +144,9 @@ cdef class ConnectionBase:
             payload = self.call.out.take()
             if self._held or server.node.aof_enabled:
                 self.deliver(payload)         # it may wait for the AOF
-            elif not self.closing and self.transport is not None:
+            elif not self.closing and self._transport is not None:
                 server.stats.net_output_bytes += PyBytes_GET_SIZE(payload)
-                self.transport.write(payload)
+                self._transport_write(payload)
         if self.session.kill_requested:
             self._close()
         return 0

@@ -271,15 +271,20 @@ cdef int _getjob(HotCall call, ArgView* argv, Py_ssize_t argc) except -1:
             break
     if first == 0:
         raise CommandError(SYNTAX_ERROR)
-    names, ready = [], False
+    if argc - first == 1 and count == 1:      # the usual GETJOB: one job, one queue
+        q = call.known_queue(argv[first])
+        if q is not None and q.jobs.count and not q.flags & PAUSED_OUT:
+            return _write_jobs(call.out, [node.take_one(q)], withcounters)
+    names, queues, ready = [], [], False
     for i in range(first, argc):
         names.append(call.queue_name(argv[i]))
         q = call.found
+        queues.append(q)
         if q is not None and q.jobs.count and not q.flags & PAUSED_OUT:
             ready = True
     if not ready and not nohang and not call.may_park:
         return HOT_DECLINE                # it would block
-    jobs = node.get_jobs(names, count)
+    jobs = node.take_jobs(names, queues, count)
     if jobs:
         return _write_jobs(call.out, jobs, withcounters)
     if nohang:

@@ -391,28 +391,41 @@ cdef class NodeCore:
 
     # --------------------------------------------------------------- GETJOB
 
-    cpdef list get_jobs(self, list queue_names, Py_ssize_t count):
+    def get_jobs(self, list queue_names, Py_ssize_t count):
         """Up to `count` jobs from the queues, left to right, pass after
         pass, until `count` or a pass that finds nothing; [] if none."""
+        return self.take_jobs(queue_names, [None] * len(queue_names), count)
+
+    cdef list take_jobs(self, list names, list queues, Py_ssize_t count):
+        """get_jobs, with the queues the caller found (None where it found
+        none: the queue is made when the loop reaches it, as in Disque)."""
         cdef list taken = []
-        cdef Py_ssize_t before
+        cdef Py_ssize_t before, i
         cdef Queue q
         while True:
             before = len(taken)
-            for name in queue_names:
-                found = self.queues.get(name)
-                q = self.queue(name) if found is None else <Queue>found
+            for i in range(len(names)):
+                found = queues[i]
+                if found is None:
+                    found = queues[i] = self.queue(names[i])
+                q = <Queue>found
                 if q.flags & PAUSED_OUT or q.jobs.count == 0:
                     if self.has_peers:
                         self.need_jobs(q, False)
                     continue
-                taken.append(self.fetch(q))
-                if q.jobs.count == 0 and self.has_peers:
-                    self.need_jobs(q, True)
+                taken.append(self.take_one(q))
                 if len(taken) == count:
                     return taken
             if len(taken) == before:
                 return taken
+
+    cdef Job take_one(self, Queue q):
+        """GETJOB's take from a queue with jobs: the oldest, and a NEEDJOBS
+        to the cluster when that emptied the queue (federation)."""
+        cdef Job job = self.fetch(q)
+        if q.jobs.count == 0 and self.has_peers:
+            self.need_jobs(q, True)
+        return job
 
     # --------------------------------------------------------- re-delivery
 
@@ -494,6 +507,12 @@ cdef class NodeCore:
             if self.cluster_size > 1 and not self.leaving and not _at_most_once(job_id):
                 self.try_gc(self._dummy_ack(PyBytes_FromStringAndSize(job_id, JOB_ID_LEN)))
             return 0
+        if job.delivered_ == <PyObject*>self._only_me and job.state != WAIT_REPL:
+            # The only copy is ours: acked and collected at once, as the
+            # longer way below would (it is not scheduled for a GC first).
+            newly = job.state != ACKED
+            self.unregister(job)
+            return newly
         if job.state != ACKED:
             self.acknowledge(job)
             newly = 1

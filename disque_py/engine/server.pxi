@@ -61,8 +61,8 @@ cdef class ServerCore:
         return self.now()
 
     cdef bint disk_accepts(self) except -1:
-        """False while the AOF cannot take records (-MISCONF)."""
-        persistence = self.persistence
-        if persistence is None:
+        """False while the AOF cannot take records (-MISCONF). With no AOF
+        (the node emits no records) there is nothing to ask."""
+        if not self.node.aof_enabled or self.persistence is None:
             return True
-        return persistence.accepting
+        return self.persistence.accepting

@@ -858,3 +858,16 @@ def test_maxlen_is_checked_before_the_pause(raw):
         b"-MAXLEN Queue is already longer than the specified MAXLEN count\r\n"
     assert raw.call("ADDJOB", "q", "a", "0", "MAXLEN", "2") == \
         b"-PAUSED Queue paused in input, try later\r\n"
+
+
+def test_getjob_makes_the_queues_it_reaches_and_no_others(server):
+    # Disque makes a queue when GETJOB's loop reaches it: one job found in
+    # the first queue ends the loop before the second is looked at.
+    client = server.client()
+    client.execute_command("ADDJOB", "first", "x", 0)
+    client.execute_command("GETJOB", "FROM", "first", "second")
+    cursor, queues = client.execute_command("QSCAN", "BUSYLOOP")
+    assert sorted(queues) == [b"first"]
+    assert client.execute_command("GETJOB", "NOHANG", "FROM", "first", "second") is None
+    cursor, queues = client.execute_command("QSCAN", "BUSYLOOP")
+    assert sorted(queues) == [b"first", b"second"]
