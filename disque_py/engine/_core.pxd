@@ -22,6 +22,7 @@ cdef enum:
     TABLE_PARTITIONS = 4096
     TABLE_PARTITION_BITS = 12
     TABLE_MIN_BUCKETS = 4
+    TABLE_MAX_LOAD = 2             # jobs per bucket before a partition doubles
     # Awake schedule (schedule.pxi)
     BUCKET_MS = 10
     SCHEDULE_CACHE = 64

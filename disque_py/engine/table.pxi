@@ -2,8 +2,9 @@
 #
 # A hash table split by hash into TABLE_PARTITIONS partitions, each a small
 # chained table threaded through the jobs (job.table_next), so an entry
-# costs one pointer in a bucket array and one in the job: no bytes key, no
-# dict entry. The hash is Python's keyed hash of the 40 ID bytes (the one
+# costs one pointer in the job and, at a load between 1 and 2 jobs per
+# bucket, half a pointer or so in a bucket array: no bytes key, no dict
+# entry. The hash is Python's keyed hash of the 40 ID bytes (the one
 # dicts use: a client that makes up IDs cannot aim them at one chain).
 #
 # Partitions serve two purposes:
@@ -86,7 +87,7 @@ cdef class JobTable:
         slot[0] = <PyObject*>job
         part.count += 1
         self._len += 1
-        if part.count > part.mask + 1:
+        if part.count > (part.mask + 1) * TABLE_MAX_LOAD:
             self._resize(part, (part.mask + 1) * 2)
         return True
 
