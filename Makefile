@@ -1,4 +1,5 @@
-# disque-py: `make run` starts a node on 127.0.0.1:7711, `make test` runs
+# disque-py: `make run` starts a node on 127.0.0.1:7711 (PORT=N for
+# another port) and installs redis-cli to talk to it, `make test` runs
 # everything, `make soak` plays 10,000 seeds of the cluster simulation and
 # `make chaos` kills and pauses a 5-node loopback cluster under load for
 # CHAOS_SECONDS (10 minutes) and checks no acknowledged job is lost. Every
@@ -12,7 +13,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 PORT   ?= 7711
-APT_PACKAGES := redis-tools netcat-openbsd
+APT_PACKAGES := redis-tools netcat-openbsd openssl iproute2
 JAVA_PACKAGE := openjdk-17-jre-headless
 NODE_PACKAGES := nodejs npm
 NODE_CLIENTS := tests/clients/node
@@ -27,7 +28,7 @@ ENGINE_SOURCES := setup.py disque_py/engine/_sources.py \
 	$(wildcard disque_py/engine/*.pyx disque_py/engine/*.pxd disque_py/engine/*.pxi disque_py/engine/*.h)
 BUILD_PACKAGES := gcc libc6-dev python3-dev python3-venv
 
-.PHONY: run build test bench chaos soak build-deps system-deps node-deps clean
+.PHONY: run build test bench chaos soak build-deps redis-cli-deps system-deps node-deps clean
 
 # What installing needs before the venv exists: venv itself, a C compiler
 # and the headers of $(PYTHON) (Debian's python3; another interpreter must
@@ -55,11 +56,22 @@ $(VENV)/.installed-test: pyproject.toml $(ENGINE_SOURCES) | $(BIN)/python build-
 
 build: $(VENV)/.installed
 
-# Command-line tools the tests drive: redis-cli (redis-tools) and nc; Java
+# redis-cli alone (redis-tools), for `make run`: the README's next step
+# talks to the node with it. Silent, and nothing to do, once installed.
+redis-cli-deps:
+	@if ! command -v redis-cli >/dev/null; then \
+		$(SUDO) apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends redis-tools; \
+	fi
+
+# Command-line tools the tests drive: redis-cli (redis-tools) and nc; openssl
+# (the TLS tests make their certificates) and ip (iproute2: the protected-mode
+# tests make a network namespace); Java
 # for the Spark tests (pyspark starts a JVM); node and npm for the Node.js
 # client libraries.
-system-deps:
-	@if ! command -v redis-cli >/dev/null || ! command -v nc >/dev/null; then \
+system-deps: redis-cli-deps
+	@if ! command -v redis-cli >/dev/null || ! command -v nc >/dev/null || \
+		! command -v openssl >/dev/null || ! command -v ip >/dev/null; then \
 		$(SUDO) apt-get update -qq && \
 		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $(APT_PACKAGES); \
 	fi
@@ -82,7 +94,8 @@ $(NODE_CLIENTS)/node_modules/.installed: $(NODE_CLIENTS)/package.json $(NODE_CLI
 
 node-deps: $(NODE_CLIENTS)/node_modules/.installed
 
-run: $(VENV)/.installed
+# Another port: make run PORT=7712 (the cluster bus takes PORT + 10000).
+run: $(VENV)/.installed redis-cli-deps
 	$(BIN)/disque-server --port $(PORT) --bind 127.0.0.1
 
 test: $(VENV)/.installed-test system-deps node-deps

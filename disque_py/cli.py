@@ -3,15 +3,18 @@
   disque-server [CONFIG_FILE] [--directive value ...]
       Behaves like Disque's binary: init scripts and test harnesses that run
       `disque-server path/disque.conf` work unchanged. `-` reads the config
-      from stdin; directives given as --options apply after the file.
+      from stdin; directives given as --options apply after the file. With
+      `daemonize yes` it returns once the node listens (status 0), or once
+      it failed to start (status 1, the reason on stderr, no pid file).
   python -m disque_py ...
       The same as disque-server.
   disque-py server [--port N] [--bind ADDR] [--dir DIR] [--config FILE]
       The same server, with click options that also read DISQUE_PORT,
       DISQUE_BIND, DISQUE_DIR and DISQUE_CONFIG from the environment.
-  disque-py chaos [--nodes N] [--duration S] [--seed N] ...
+  disque-py chaos [--nodes N] [--duration S] [--seed N] [--json [FILE]] ...
       The real-process fault checker (disque_py/chaos/); exit status 1 when
-      an acknowledged job was lost or a server crashed.
+      an acknowledged job was lost or a server crashed. --json without FILE
+      writes under chaos-reports/, which git ignores.
   disque [redis-cli options] [command ...]
       Disque's command-line client, which is redis-cli with 7711 as its
       default port: this one runs redis-cli so (a -p, -u or -s given
@@ -20,6 +23,8 @@
 
 from __future__ import annotations
 
+import errno
+import logging
 import os
 import sys
 
@@ -44,6 +49,7 @@ Examples:
 
 
 DEFAULT_PORT = "7711"
+DAEMON_READY = b"\0READY\n"
 REDIS_CLI = "redis-cli"
 
 
@@ -83,30 +89,91 @@ def start(config_file: str | None, directive_args: list[str]) -> int:
         return 1
     log.configure(config["logfile"], config["loglevel"], config["syslog-enabled"],
                   config["syslog-ident"], config["syslog-facility"])
+    on_ready = None
     if config["daemonize"]:
-        _daemonize()
-    if config["daemonize"] and config["pidfile"]:
-        _write_pidfile(config["pidfile"])
+        daemon = _daemonize(config["logfile"])
+        pidfile = config["pidfile"]
+
+        def on_ready() -> None:
+            if pidfile:
+                _write_pidfile(pidfile)
+            daemon.ready()
     if config_file is None:
         log.warning("Warning: no config file specified, using the default config. "
                     "In order to specify a config file use disque-server /path/to/disque.conf")
     from disque_py.server.runtime import run_server
     try:
-        return run_server(config)
+        return run_server(config, on_ready=on_ready)
     except OSError as error:
-        log.warning("Could not start the server: %s", error)
+        hint = ""
+        if error.errno == errno.EADDRINUSE:
+            hint = " (another program has the port: choose another with --port N, " \
+                   "or make run PORT=N)"
+        log.warning("Could not start the server: %s%s", error, hint)
         return 1
 
 
-def _daemonize() -> None:
+class _StartupReport(logging.Handler):
+    """The daemon's side of a pipe to the process that started it: warnings
+    logged while starting go through it, then READY once the node listens.
+    If the daemon exits first, the pipe closes without READY."""
+
+    def __init__(self, fd: int) -> None:
+        super().__init__(logging.WARNING)
+        self.fd = fd
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if self.fd >= 0:
+            try:
+                os.write(self.fd, record.getMessage().replace("\n", " ").encode() + b"\n")
+            except OSError:
+                pass
+
+    def ready(self) -> None:
+        log.log.removeHandler(self)
+        if self.fd >= 0:
+            try:
+                os.write(self.fd, DAEMON_READY)
+            except OSError:
+                pass
+            os.close(self.fd)
+            self.fd = -1
+
+
+def _daemonize(logfile: str) -> _StartupReport:
+    """Fork into the background, as Disque does, except that the command
+    returns only once the node is listening (exit 0), or has failed to
+    start (exit 1, the reason on stderr): a script starting nodes learns
+    that one could not start, and no pid file is left for it."""
+    read_end, write_end = os.pipe()
     if os.fork():
-        os._exit(0)
+        os.close(write_end)
+        os._exit(_wait_for_daemon(read_end, logfile))
+    os.close(read_end)
     os.setsid()
     if os.fork():
         os._exit(0)
     devnull = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1, 2):
         os.dup2(devnull, fd)
+    report = _StartupReport(write_end)
+    log.log.addHandler(report)
+    return report
+
+
+def _wait_for_daemon(read_end: int, logfile: str) -> int:
+    """In the process that was started: the daemon's exit status to give."""
+    received = b""
+    while chunk := os.read(read_end, 4096):
+        received += chunk
+    if received.endswith(DAEMON_READY):
+        return 0
+    for line in received.decode(errors="replace").splitlines():
+        print(f"disque-server: {line}", file=sys.stderr)
+    where = f"the log ({logfile})" if logfile else "the log (logfile is empty: none was kept)"
+    print(f"disque-server: the daemonized server did not start; see {where}", file=sys.stderr)
+    sys.stderr.flush()            # the caller leaves with os._exit
+    return 1
 
 
 def _write_pidfile(path: str) -> None:
@@ -174,8 +241,10 @@ def server(config_file, port, bind, directory) -> None:
               show_default=True, help="Mean seconds between faults.")
 @click.option("--drain-timeout", type=click.FloatRange(min=1), default=180.0,
               show_default=True, help="Most seconds to wait for every job to be delivered.")
-@click.option("--json", "json_path", type=click.Path(dir_okay=False),
-              help="Also write the report as JSON to this file.")
+@click.option("--json", "json_path", is_flag=False, flag_value="", metavar="[FILE]",
+              type=click.Path(dir_okay=False),
+              help="Also write the report as JSON: to FILE, or without FILE to "
+                   "chaos-reports/chaos-SEED-TIME.json (git ignores chaos-reports/).")
 def chaos(json_path, **options) -> None:
     """Kill, pause and restart real nodes under load; check no job is lost.
 
@@ -192,9 +261,14 @@ def chaos(json_path, **options) -> None:
         raise click.ClickException(str(error)) from None
     for line in report.lines():
         click.echo(line)
-    if json_path:
-        with open(json_path, "w") as handle:
+    if json_path is not None:
+        from disque_py.chaos.report import default_json_path
+        path = json_path or default_json_path(report.seed)
+        if os.path.dirname(path):
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w") as handle:
             handle.write(report.to_json())
+        click.echo(f"JSON report: {path}")
     sys.exit(report.exit_status)
 
 

@@ -26,7 +26,8 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
 from disque_py.config_kinds import (Appended, Bool, BufferLimit, Dir, Enum, Int, KeepAlive,
-                                    Kind, Memory, Octal, OutputBufferLimit, Str, Words)
+                                    Kind, Memory, Octal, OutputBufferLimit, Str, TlsProtocols,
+                                    Words)
 from disque_py.config_parse import (ENCODING, ERRORS, BadValue, decode, encode, glob_match,
                                     quote, split_args)
 from disque_py.errors import CommandError, ConfigError
@@ -127,7 +128,11 @@ DIRECTIVES: dict[str, Directive] = {d.name: d for d in (
     Directive("logfile", Str(), "", "Log file; empty logs to standard output",
               on_load=_check_logfile),
     Directive("pidfile", Str(), DEFAULT_PIDFILE, "Where the PID is written when daemonized"),
-    Directive("maxmemory", Memory(error="You need to specify a memory limit greater than zero"),
+    # Disque refuses 0 in a file ("...greater than zero") but takes it from
+    # CONFIG SET, and CONFIG REWRITE then writes it: we take 0 (no limit)
+    # in both, so the error says what is accepted.
+    Directive("maxmemory", Memory(error="You need to specify a memory limit greater than zero, "
+                                        "or 0 for no limit"),
               DEFAULT_MAXMEMORY, "Memory limit for jobs; 0 means no limit", True),
     Directive("maxmemory-samples", Int(1, error="maxmemory-samples must be 1 or greater"), 5,
               "Samples taken when choosing what to free near the memory limit", True),
@@ -204,6 +209,37 @@ DIRECTIVES: dict[str, Directive] = {d.name: d for d in (
     Directive("rename-command", Appended(2, lower=True), [],
               "`rename-command OLD NEW`: rename a command; an empty NEW removes it",
               gettable=False, rewritable=False, on_load=_check_rename),
+    # Beyond Disque 1.0: after its own directives, so that CONFIG GET * lists
+    # Disque's first, in Disque's order.
+    Directive("cluster-secret", Str(optional=True, maxlen=MAX_PASSWORD_LEN,
+                                    error="cluster-secret is longer than 512 bytes"),
+              None, "Secret every cluster bus link must prove before it is used; "
+              "unset: bus links are not authenticated", True),
+    Directive("cluster-secret-mode", Enum(("require", "accept"),
+                                          "cluster-secret-mode must be require or accept"),
+              "require", "With a secret: `require` it on every bus link, or also `accept` "
+              "links that do not prove it (the window of a rolling upgrade)", True),
+    # Redis 6's protected mode and TLS directives.
+    Directive("protected-mode", _YES_NO, True,
+              "With no `bind` and no `requirepass`, serve only loopback and Unix socket "
+              "clients", True),
+    Directive("tls-port", Int(0, 65535, "Invalid tls-port"), 0,
+              "TLS client port beside `port`; 0 disables TLS for clients"),
+    Directive("tls-cert-file", Str(optional=True), None,
+              "The node's certificate (PEM), for TLS clients and the bus; CONFIG SET of a "
+              "TLS file reloads them all", True),
+    Directive("tls-key-file", Str(optional=True), None,
+              "The certificate's private key (PEM, unencrypted)", True),
+    Directive("tls-ca-cert-file", Str(optional=True), None,
+              "CA bundle that client and peer certificates are checked against", True),
+    Directive("tls-auth-clients", Enum(("yes", "no", "optional"),
+                                       "argument must be 'yes', 'no' or 'optional'"),
+              "yes", "TLS clients must present a certificate (yes), may (optional) "
+              "or are not asked (no)"),
+    Directive("tls-protocols", TlsProtocols(), ("TLSv1.2", "TLSv1.3"),
+              "TLS versions accepted"),
+    Directive("tls-cluster", _YES_NO, False,
+              "TLS on the cluster bus: nodes show tls-cert-file, check tls-ca-cert-file"),
 )}
 
 _BY_ATTRIBUTE = {name.replace("-", "_"): name for name in DIRECTIVES}

@@ -289,3 +289,32 @@ class Appended(Kind):
 
     def merge(self, old: list, new: Any) -> list:
         return [*old, new]
+
+
+class TlsProtocols(Kind):
+    """tls-protocols "TLSv1.2 TLSv1.3": TLS versions, as Redis 6 names them
+    (any case), written as one quoted argument as Redis writes it; several
+    arguments are read as one list too. The versions must form a range
+    (OpenSSL sets a minimum and a maximum, not a set)."""
+
+    max_args = None
+    VERSIONS = ("TLSv1", "TLSv1.1", "TLSv1.2", "TLSv1.3")   # oldest first
+
+    def parse(self, args: list[str]) -> tuple[str, ...]:
+        by_lower = {name.lower(): name for name in self.VERSIONS}
+        words = " ".join(args).split()
+        unknown = [word for word in words if word.lower() not in by_lower]
+        if not words or unknown:
+            what = f"Unknown TLS protocol '{unknown[0]}'" if unknown else "No TLS protocol"
+            raise BadValue(f"{what}: use one or more of {', '.join(self.VERSIONS)}")
+        chosen = sorted({self.VERSIONS.index(by_lower[word.lower()]) for word in words})
+        if chosen[-1] - chosen[0] + 1 != len(chosen):
+            raise BadValue("tls-protocols must be consecutive versions "
+                           "(e.g. \"TLSv1.2 TLSv1.3\")")
+        return tuple(self.VERSIONS[index] for index in chosen)
+
+    def show(self, value: tuple[str, ...]) -> bytes:
+        return encode(" ".join(value))
+
+    def render(self, value: tuple[str, ...]) -> list[bytes]:
+        return [quote(self.show(value))]

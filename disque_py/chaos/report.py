@@ -6,12 +6,16 @@ fails (exit status 1) on lost acknowledged jobs, wrong deliveries, server
 crashes (a traceback in a log, an exit nobody asked for, a non-zero status
 on SIGTERM) or a cluster that would not come back together; deliveries after
 an acknowledged ACKJOB and duplicates are reported, never failed on (Disque
-promises at least once, approximately once).
+promises at least once, approximately once). `--json` with no file name
+writes the JSON under REPORTS_DIR, which .gitignore lists, so a run from a
+checkout leaves nothing for git to pick up.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import time
 from dataclasses import asdict, dataclass, field
 
 from disque_py.chaos.ledger import Verdict
@@ -20,6 +24,14 @@ from disque_py.chaos.nodes import Crash
 SHOWN_LOST = 10
 SHOWN_AFTER_ACK = 5
 SHOWN_CRASHES = 5
+REPORTS_DIR = "chaos-reports"
+
+
+def default_json_path(seed: int, now: float | None = None) -> str:
+    """Where `--json` without a file name writes: REPORTS_DIR (git-ignored)
+    in the current directory, one file per run."""
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(now))
+    return os.path.join(REPORTS_DIR, f"chaos-{seed}-{stamp}.json")
 
 
 @dataclass

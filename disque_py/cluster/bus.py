@@ -1,11 +1,25 @@
 """The cluster bus transport: the only cluster code that touches sockets.
 
 Listens on the client port + 10000 and opens one outgoing link per known
-node when membership asks for it (Connect effects). Each link cuts its byte
-stream into length-prefixed frames and decodes them with messages.py; a
-frame that does not decode closes that link, is logged, and is never
-applied. Decoded messages go to the runtime, which hands them to
+node when membership asks for it (Connect effects); with `tls-cluster yes`
+both run over mutual TLS (server/tls.py makes the contexts). Each link
+cuts its byte stream into length-prefixed frames and decodes them with
+messages.py; a frame that does not decode closes that link, is logged, and
+is never applied. Decoded messages go to the cluster service, which hands them to
 membership or to the job core and carries out what they answer.
+
+What a link may do before anyone vouches for it is bounded:
+  * with `cluster-secret` set, a link first runs auth.py's handshake: a
+    link we opened is reported up only once the peer proved the secret, and
+    on a link a peer opened no frame is acted on until it proved it; that
+    link is then bound to the peer's node ID: a frame claiming another
+    sender is dropped and counted. In `accept` mode (a rolling upgrade's
+    window) links that do not authenticate are served too;
+  * a frame claiming this node's own ID is dropped and counted, always;
+  * until a link has authenticated (or, with no secret, delivered its first
+    heartbeat), its frames may not exceed a small size, and such links are
+    capped in number and in age: a stranger cannot make a node buffer a
+    600 MB half frame, nor hold many links open.
 
 Writes are coalesced: frames sent to one link within one event-loop turn
 go out in a single write. The cluster service, which already batches the
@@ -20,10 +34,16 @@ import asyncio
 import time
 
 from disque_py import log
+from disque_py.cluster import auth
 from disque_py.cluster import messages as msg
 
 CONNECT_TIMEOUT_S = 2.0
 LINK_HIGH_WATER = 64 * 1024 * 1024
+UNTRUSTED_MAX_FRAME = 1024 * 1024     # a heartbeat with the most gossip is ~100 KB
+MAX_UNTRUSTED_INBOUND = 32            # inbound links not yet vouched for, at once
+UNTRUSTED_MAX_AGE_S = 5.0             # ... and how long one may stay so
+HEARTBEATS = (msg.PING, msg.PONG, msg.MEET)
+STAT_NAMES = ("auth_failures", "frames_refused", "links_refused", "frames_too_large")
 
 
 class BusLink(asyncio.Protocol):
@@ -40,7 +60,12 @@ class BusLink(asyncio.Protocol):
         self._pending: list[bytes] = []
         self.closed = False
         self.generation = 0
-        self.last_data = time.monotonic()
+        self.opened = self.last_data = time.monotonic()
+        self.peer_id: bytes | None = None    # the node an authenticated inbound link speaks for
+        self.trusted = False         # authenticated, or (no secret) past its first heartbeat
+        self.ready: asyncio.Future | None = None   # our link: set once usable
+        self._connector: auth.Connector | None = None
+        self._acceptor: auth.Acceptor | None = None
 
     def connection_made(self, transport) -> None:
         self.transport = transport
@@ -49,8 +74,22 @@ class BusLink(asyncio.Protocol):
         local = transport.get_extra_info("sockname")
         self.peer_ip = peer[0] if isinstance(peer, tuple) else ""
         self.local_ip = local[0] if isinstance(local, tuple) else ""
+        bus = self.bus
         if self.node is None:
-            self.bus.inbound.add(self)
+            if bus.untrusted_inbound() >= MAX_UNTRUSTED_INBOUND:
+                bus.count("links_refused")
+                self.close()
+                return
+            bus.inbound.add(self)
+            return
+        self.ready = bus.loop.create_future()
+        secret, mode = bus.auth_settings()
+        if secret is None:
+            self.trusted = True       # a node we chose to connect to
+            self._set_ready()
+            return
+        self._connector = auth.Connector(secret, bus.my_id(), mode)
+        transport.write(self._connector.hello())
 
     def data_received(self, data: bytes) -> None:
         self.last_data = time.monotonic()
@@ -61,17 +100,89 @@ class BusLink(asyncio.Protocol):
                 if not self._needed:
                     if len(buffer) < msg.LENGTH.size:
                         return
-                    self._needed = msg.frame_length(bytes(buffer[:msg.LENGTH.size]))
+                    self._needed = self._frame_length(bytes(buffer[:msg.LENGTH.size]))
                 end = msg.LENGTH.size + self._needed
                 if len(buffer) < end:
                     return
-                header, body = msg.decode(memoryview(buffer)[msg.LENGTH.size:end])
-                del buffer[:end]
+                payload = memoryview(buffer)[msg.LENGTH.size:end]
+                if auth.is_handshake(payload):
+                    self._on_handshake(bytes(payload))
+                    del payload
+                    del buffer[:end]
+                else:
+                    header, body = msg.decode(payload)
+                    del payload
+                    del buffer[:end]
+                    self._on_message(header, body)
                 self._needed = 0
-                self.bus.deliver(self, header, body)
         except msg.BadFrame as error:
             log.warning("Closing cluster bus link with %s: bad frame: %s", self.peer_ip, error)
             self.close()
+        except auth.AuthFailed as error:
+            self.bus.count("auth_failures")
+            log.warning("Closing cluster bus link with %s: authentication failed: %s",
+                        self.peer_ip, error)
+            self.close()
+
+    def _frame_length(self, prefix: bytes) -> int:
+        """A frame's announced payload length, within what this link may send
+        now (decode() checks a bus message's own minimum)."""
+        (length,) = msg.LENGTH.unpack(prefix)
+        if length < auth.MIN_FRAME:
+            raise msg.BadFrame(f"frame length {length} out of range")
+        limit = msg.MAX_FRAME
+        if self._connector is not None or self._acceptor is not None:
+            limit = auth.MAX_FRAME           # mid-handshake
+        elif not self.trusted:
+            secret, mode = self.bus.auth_settings()
+            required = secret is not None and mode == auth.MODE_REQUIRE
+            limit = auth.MAX_FRAME if required else UNTRUSTED_MAX_FRAME
+        if length > limit:
+            self.bus.count("frames_too_large")
+            raise msg.BadFrame(f"frame of {length} bytes before the link is trusted")
+        return length
+
+    def _on_handshake(self, payload: bytes) -> None:
+        bus = self.bus
+        if self._connector is not None:                     # our link
+            proof, authenticated = self._connector.on_challenge(payload)
+            self._connector = None
+            if proof is not None:
+                self.transport.write(proof)
+            self.trusted = authenticated
+            self._set_ready()
+        elif self._acceptor is not None:                    # their PROOF
+            self.peer_id = self._acceptor.on_proof(payload)
+            self._acceptor = None
+            self.trusted = True
+        elif self.node is None and not self.trusted:        # their HELLO
+            acceptor = auth.Acceptor(bus.auth_settings()[0])
+            self.transport.write(acceptor.on_hello(payload))
+            if acceptor.secret is not None:
+                self._acceptor = acceptor
+        else:
+            raise auth.AuthFailed("unexpected handshake frame")
+
+    def _on_message(self, header: msg.Header, body) -> None:
+        bus = self.bus
+        if self._connector is not None or self._acceptor is not None:
+            raise auth.AuthFailed("a bus message before the handshake ended")
+        if not self.trusted and self.node is None:
+            secret, mode = bus.auth_settings()
+            if secret is not None and mode == auth.MODE_REQUIRE:
+                raise auth.AuthFailed("this node requires the cluster secret")
+            if header.type not in HEARTBEATS:
+                raise msg.BadFrame("the first message of a link is a heartbeat")
+            self.trusted = True
+        if header.sender == bus.my_id() or \
+                (self.peer_id is not None and header.sender != self.peer_id):
+            bus.count("frames_refused")     # forged: not who authenticated
+            return
+        bus.deliver(self, header, body)
+
+    def _set_ready(self) -> None:
+        if self.ready is not None and not self.ready.done():
+            self.ready.set_result(True)
 
     def send(self, frame: bytes) -> None:
         if self.closed:
@@ -99,9 +210,13 @@ class BusLink(asyncio.Protocol):
             self.closed = True
             if self.transport is not None:
                 self.transport.close()
+        if self.ready is not None and not self.ready.done():
+            self.ready.set_result(False)
 
     def connection_lost(self, exc) -> None:
-        self.closed = True
+        if self._acceptor is not None:
+            self.bus.count("auth_failures")     # it left without its PROOF
+        self.close()
         self.bus.lost(self)
 
 
@@ -112,12 +227,34 @@ class ClusterBus:
         self.servers: list = []
         self.links: dict = {}          # ClusterNode -> our BusLink to it
         self.inbound: set[BusLink] = set()
+        self.stats = dict.fromkeys(STAT_NAMES, 0)
+
+    # ------------------------------------------------------------ what it asks
+
+    def auth_settings(self) -> tuple[bytes | None, str]:
+        return self.runtime.auth_secret, self.runtime.auth_mode
+
+    def my_id(self) -> bytes:
+        return self.runtime.membership.myself.id
+
+    def count(self, stat: str) -> None:
+        self.stats[stat] += 1
+
+    def untrusted_inbound(self) -> int:
+        return sum(1 for link in self.inbound if not link.trusted)
+
+    # ------------------------------------------------------------ links
+
+    def tls(self, side: int):
+        """The ssl context of this side (0: listener, 1: connector), or None."""
+        contexts = self.runtime.bus_tls()
+        return contexts[side] if contexts is not None else None
 
     async def listen(self, hosts: list[str | None], port: int) -> None:
         self.loop = asyncio.get_running_loop()
         for host in hosts:
             server = await self.loop.create_server(lambda: BusLink(self), host=host, port=port,
-                                                   reuse_address=True)
+                                                   reuse_address=True, ssl=self.tls(0))
             self.servers.append(server)
 
     def connect(self, node, ip: str, port: int, generation: int) -> None:
@@ -126,9 +263,16 @@ class ClusterBus:
     async def _connect(self, node, ip: str, port: int, generation: int) -> None:
         try:
             _, link = await asyncio.wait_for(
-                self.loop.create_connection(lambda: BusLink(self, node), ip, port),
+                self.loop.create_connection(lambda: BusLink(self, node), ip, port,
+                                            ssl=self.tls(1)),
                 CONNECT_TIMEOUT_S)
+            usable = await asyncio.wait_for(asyncio.shield(link.ready), CONNECT_TIMEOUT_S)
         except (OSError, asyncio.TimeoutError):
+            usable = False
+            link = None
+        if not usable:
+            if link is not None:
+                link.close()
             self.runtime.on_link_failed(node, generation)
             return
         if not self.runtime.wants_link(node, generation):
@@ -172,12 +316,22 @@ class ClusterBus:
             self.runtime.on_link_failed(node, link.generation)
 
     def close_idle_inbound(self, idle_s: float) -> None:
-        """Inbound links carry the peer's PINGs; one silent this long is dead."""
-        limit = time.monotonic() - idle_s
+        """Inbound links carry the peer's PINGs; one silent this long is dead,
+        and one not vouched for within UNTRUSTED_MAX_AGE_S is a stranger's."""
+        now = time.monotonic()
         for link in list(self.inbound):
-            if link.last_data < limit:
+            if link.last_data < now - idle_s:
                 log.verbose("Closing idle cluster bus link from %s", link.peer_ip)
                 link.close()
+            elif not link.trusted and link.opened < now - UNTRUSTED_MAX_AGE_S:
+                self.count("links_refused")
+                link.close()
+
+    def reset_links(self) -> None:
+        """The secret or its mode changed: every link goes; ours reconnect
+        (and authenticate, or not, as now configured)."""
+        for link in list(self.links.values()) + list(self.inbound):
+            link.close()
 
     def close(self) -> None:
         for server in self.servers:

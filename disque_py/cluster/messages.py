@@ -42,7 +42,10 @@ MAX_FRAME = 600 * 1024 * 1024       # a job body may be up to 512 MB
 MAX_GOSSIP = 1000
 MAX_IP_LEN = 46
 NODE_ID_LEN = 40
-MAX_QUEUE_NAME = 64 * 1024 * 1024
+# NEEDJOBS and PAUSE make a queue on their receiver without a job: a queue
+# with a longer name is not federated (federation.py and PAUSE ... BCAST
+# do not send it), and a frame carrying one is refused.
+MAX_QUEUE_NAME = 64 * 1024
 
 # Message types.
 PING, PONG, MEET, FAIL = 0, 1, 2, 3
@@ -62,6 +65,10 @@ _NODE_ID = re.compile(rb"[0-9a-f]{40}\Z")
 # A whole block of (job ID, u32 aux) items, checked in one match.
 _JOB_ID_AUX_BLOCK = re.compile(rb"(?:D-[0-9a-fA-F]{8}-[A-Za-z0-9+/]{24}-[0-9a-fA-F]{4}.{4})*",
                                re.DOTALL)
+
+
+def is_node_id(value: bytes) -> bool:
+    return _NODE_ID.match(value) is not None
 
 
 class BadFrame(ValueError):

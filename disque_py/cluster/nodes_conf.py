@@ -4,13 +4,17 @@ Same layout as Disque's file (which is CLUSTER NODES' output): one line per
 node, `id ip:port flags ping-sent pong-received link-state`, the line of
 this node flagged `myself`. A node restarted with its file keeps its ID.
 Writes go to a temporary file, are fsynced and renamed over the old one, so
-a crash leaves either the old file or the new one, never half of each.
+a crash leaves either the old file or the new one, never half of each; a
+write that fails (a full disk) removes its temporary file and raises.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 from dataclasses import dataclass, field
+
+from disque_py.disk_faults import DiskFaults
 
 NODE_ID_HEX_LEN = 40
 _HEX = set("0123456789abcdef")
@@ -66,15 +70,24 @@ def load(path: str) -> list[NodeRecord] | None:
     return records
 
 
-def save(path: str, records: list[NodeRecord]) -> None:
-    """Write the records atomically (temp file, fsync, rename, fsync dir)."""
+def save(path: str, records: list[NodeRecord], faults: DiskFaults | None = None) -> None:
+    """Write the records atomically (temp file, fsync, rename, fsync dir).
+    Raises OSError if that fails; the temporary file is then removed and
+    the old file, if any, is left as it was."""
     directory = os.path.dirname(os.path.abspath(path))
     temp = f"{path}.tmp-{os.getpid()}"
-    with open(temp, "w", encoding="utf-8") as handle:
-        handle.write("".join(record.line() + "\n" for record in records))
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(temp, path)
+    try:
+        with open(temp, "w", encoding="utf-8") as handle:
+            handle.write("".join(record.line() + "\n" for record in records))
+            handle.flush()
+            if faults is not None:
+                faults.check()
+            os.fsync(handle.fileno())
+        os.replace(temp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temp)
+        raise
     dir_fd = os.open(directory, os.O_RDONLY)
     try:
         os.fsync(dir_fd)

@@ -11,7 +11,6 @@ say which replies change shape (resp.py's Map, SetReply, Verbatim, nulls).
 
 from __future__ import annotations
 
-import errno
 import hmac
 import re
 import time
@@ -21,6 +20,7 @@ from disque_py.commands import info as info_sections
 from disque_py.commands.args import c_string, int_or_error, parse_int, parse_timeout
 from disque_py.commands.cluster import hello_nodes
 from disque_py.commands.context import NO_REPLY, REPLY_OFF, REPLY_SKIP_NEXT, compiled
+from disque_py.disk_faults import FAULT_CODES
 from disque_py.errors import (NOAUTH_MESSAGE, SYNTAX_ERROR, CommandError, NoAuthError,
                               NoProtoError, WrongPassError)
 from disque_py.resp import OK, Map, Raw, SetReply, Verbatim
@@ -87,23 +87,32 @@ def hello(server, session, argv):
 
 
 def _hello_options(server, session, options: list[bytes]) -> None:
+    """Read every option first, then authenticate, then apply the rest, as
+    Redis 6+ does: a HELLO refused for want of AUTH changes nothing (not
+    the client's name either)."""
+    password = name = None
     i = 0
     while i < len(options):
         option = options[i].lower()
         if option == b"auth" and i + 2 < len(options):
-            if not server.requirepass:
-                raise CommandError(NO_PASSWORD_SET)
-            if not hmac.compare_digest(options[i + 2], server.requirepass):
-                raise WrongPassError("invalid username-password pair")
-            session.authenticated = True
+            password = options[i + 2]
             i += 3
         elif option == b"setname" and i + 1 < len(options):
-            _set_client_name(session, options[i + 1])
+            name = options[i + 1]
+            _check_client_name(name)
             i += 2
         else:
             raise CommandError("Syntax error in HELLO option '%s'" % options[i].decode("latin-1"))
+    if password is not None:
+        if not server.requirepass:
+            raise CommandError(NO_PASSWORD_SET)
+        if not hmac.compare_digest(password, server.requirepass):
+            raise WrongPassError("invalid username-password pair")
+        session.authenticated = True
     if server.requirepass and not session.authenticated:
         raise NoAuthError(HELLO_NEEDS_AUTH)
+    if name is not None:
+        session.name = name
 
 
 def _disque_hello(server) -> list:
@@ -205,9 +214,13 @@ def _client_reply(session, mode: bytes):
 
 
 def _set_client_name(session, name: bytes) -> None:
+    _check_client_name(name)
+    session.name = name
+
+
+def _check_client_name(name: bytes) -> None:
     if any(c < 33 or c > 126 for c in name):
         raise CommandError(BAD_CLIENT_NAME)
-    session.name = name
 
 
 def _client_line(server, s) -> str:
@@ -304,6 +317,8 @@ def debug(server, session, argv):
         return OK
     if sub == b"aof-fault" and len(argv) in (3, 4):
         return _aof_fault(server, argv)
+    if sub == b"nodes-conf-fault" and len(argv) in (3, 4):
+        return _nodes_conf_fault(server, argv)
     if sub == b"error" and len(argv) == 3:
         return Raw(b"-" + argv[2].replace(b"\r", b" ").replace(b"\n", b" ") + b"\r\n")
     raise CommandError("Unknown DEBUG subcommand or wrong number of arguments for '%s'"
@@ -313,12 +328,23 @@ def debug(server, session, argv):
 def _aof_fault(server, argv):
     """DEBUG AOF-FAULT enospc|eio|none [count]: the next file operations of
     the AOF fail (a test seam for full and failing disks)."""
-    codes = {b"enospc": errno.ENOSPC, b"eio": errno.EIO, b"none": 0}
-    code = codes.get(argv[2].lower())
+    persistence = server.persistence
+    writer = persistence.writer if persistence is not None else None
+    return _inject(writer.ops if writer is not None else None, argv)
+
+
+def _nodes_conf_fault(server, argv):
+    """DEBUG NODES-CONF-FAULT enospc|eio|none [count]: the next saves of
+    nodes.conf fail (a test seam for a full or failing disk)."""
+    return _inject(server.cluster.save_faults if server.cluster is not None else None, argv)
+
+
+def _inject(faults, argv):
+    code = FAULT_CODES.get(argv[2].lower())
     count = int_or_error(argv[3]) if len(argv) == 4 else 1
-    if code is None or server.persistence is None or server.persistence.writer is None:
+    if code is None or faults is None:
         raise CommandError(SYNTAX_ERROR)
-    server.persistence.writer.ops.inject(code, count if code else 0)
+    faults.inject(code, count)
     return OK
 
 

@@ -100,7 +100,7 @@ class ConsumerMixin:
         if q is not None and flags is not None:
             self.set_paused(q, flags)
         state = q.flags & PAUSED_ALL if q is not None else 0
-        if broadcast:
+        if broadcast and len(name) <= msg.MAX_QUEUE_NAME:
             self.send_to(self.known_peers, msg.PAUSE, msg.QueueOp(name, state))
         return state
 

@@ -53,7 +53,7 @@ class FederationMixin:
 
     def need_jobs(self, q: Queue, reached_zero: bool) -> None:
         """Ask peers for jobs for `q` (clients wait on it, or it just ran dry)."""
-        if self.leaving or not self.known_peers:
+        if self.leaving or not self.known_peers or len(q.name) > msg.MAX_QUEUE_NAME:
             return
         now = self.clock.now_ms()
         rate = q.import_rate(now)

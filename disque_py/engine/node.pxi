@@ -31,8 +31,8 @@ from libc.time cimport time_t
 
 from disque_py.cluster.messages import DELJOB, ENQUEUE as MSG_ENQUEUE, MSG_NOREPLY
 from disque_py.core.effects import AofDelJob, AofLoadJob
-from disque_py.errors import (AckedError, CommandError, MaxlenError, NoJobError, NoReplError,
-                              PausedError, TooLateError)
+from disque_py.errors import (OOM_MESSAGE, AckedError, CommandError, MaxlenError, NoJobError,
+                              NoReplError, OutOfMemoryError, PausedError, TooLateError)
 
 cdef extern from "<time.h>" nogil:
     ctypedef int clockid_t
@@ -321,7 +321,7 @@ cdef class NodeCore:
         the rest, or, when it is leaving the cluster or short of memory,
         keeps no copy and asks repl peers ("external replication"). On a
         node that has met no peer, REPLICATE defaults to 1."""
-        cdef bint external, wait, keep_copy
+        cdef bint external, wait
         cdef int64_t extra_copies, now, ctime, now_s
         cdef Job job
         if repl < 0:
@@ -349,6 +349,13 @@ cdef class NodeCore:
             if q.flags & PAUSED_IN:
                 raise PausedError(PAUSED_INPUT)
             queue = q.name                # every job of a queue shares its name
+        if self._maxmemory and keep_copy(external, async_) and \
+                self.used_memory + JOB_MEMORY_OVERHEAD + body_len > self._maxmemory:
+            # maxmemory is a hard cap: what is held now plus this job (its
+            # body may be large) must fit, after freeing what can be freed.
+            if not self.free_memory() or \
+                    self.used_memory + JOB_MEMORY_OVERHEAD + body_len > self._maxmemory:
+                raise OutOfMemoryError(OOM_MESSAGE)
         now = self.now_ms()
         now_s = now // 1000
         ctime = self.next_ctime(now)
@@ -360,8 +367,7 @@ cdef class NodeCore:
         _fill_job(job, queue, body, body_len, WAIT_REPL if wait else ACTIVE, repl, delay,
                   retry, ctime, now_s + ttl, _NO_NODES if external else self._only_me)
         job.qtime = now + (delay if delay else retry) * 1000
-        keep_copy = not (async_ and external)
-        if keep_copy:
+        if keep_copy(external, async_):
             if not self.jobs.insert(job):
                 raise CommandError(ID_COLLISION)
             self.used_memory += JOB_MEMORY_OVERHEAD + body_len
@@ -372,13 +378,13 @@ cdef class NodeCore:
             return job
         if delay == 0 and not external:
             self.enqueue(job, False, now, q)
-        elif keep_copy:         # delayed, or external: a holder will queue it
+        elif keep_copy(external, async_):    # delayed, or external: a holder will queue it
             self.update_awake(job)
         if self.aof_enabled and not external:
             self.effects.append(AofLoadJob(job))
         if extra_copies:
             self.replicate(job, extra_copies, True)
-        if not keep_copy and PyTuple_GET_SIZE(<object>job.delivered_):
+        if not keep_copy(external, async_) and PyTuple_GET_SIZE(<object>job.delivered_):
             # No copy here: ask one holder to queue it first.
             self.send(self._rng.choice(job.delivered), MSG_ENQUEUE, (job.id, delay))
         return job
@@ -586,6 +592,12 @@ cdef class NodeCore:
         effects = self.effects
         self.effects = []
         return effects
+
+
+cdef inline bint keep_copy(bint external, bint async_) noexcept:
+    """Whether ADDJOB keeps a copy here: all but an asynchronous job
+    replicated externally (leaving, or short of memory)."""
+    return not (async_ and external)
 
 
 cdef void _fill_job(Job job, bytes queue, const char* body, Py_ssize_t body_len, int state,

@@ -17,6 +17,19 @@ Rules kept:
     While not accepting, write commands and PING get -MISCONF (Disque's
     rule); the writer retries every second and clears the state when the
     disk works again.
+  * How much is reserved: RESERVE_CHUNK (16 MB) past the end while the
+    disk has it, so that the common case costs one fallocate per 16 MB
+    written; when it has less, RESERVE_MIN (1 MB), and writes go on. Only
+    a disk that cannot give RESERVE_MIN past the end refuses writes, and
+    RESERVE_MIN free is enough to accept them again. Why not more: Disque
+    refuses writes only once a write has failed and takes them again as
+    soon as one works, so an operator who frees a little space expects
+    the node (and its PING health check) back; demanding 16 MB free would
+    keep a node on a small or nearly full volume in -MISCONF with space to
+    spare. Why not zero: then the next job could be the one that finds
+    the disk full mid-record, and under appendfsync always its client
+    would be disconnected instead of told -MISCONF. After a short reserve,
+    the full chunk is tried again at most once a second (the cron).
   * The records of a failed write are kept, under every policy, and written
     first by the next attempt, ahead of newer records (as Redis keeps its
     aof_buf): a job in memory is never silently absent from the file. With
@@ -44,32 +57,23 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from disque_py import log
+from disque_py.disk_faults import DiskFaults
 from disque_py.monitoring import latency as latency_events
 from disque_py.monitoring.latency import LatencyMonitor
 from disque_py.persistence import aof_format
 
-RESERVE_CHUNK = 16 * 1024 * 1024
-RESERVE_LOW_WATER = 4 * 1024 * 1024
+RESERVE_CHUNK = 16 * 1024 * 1024       # reserved past the end at a time...
+RESERVE_LOW_WATER = 4 * 1024 * 1024    # ...again when less than this is left
+RESERVE_MIN = 1024 * 1024              # a disk short of space: writes go on with this
 REWRITE_SLICE_JOBS = 2000
 OFF, ON, WAIT_REWRITE = "off", "on", "wait-rewrite"
 
 
-class FileOps:
+class FileOps(DiskFaults):
     """The file layer. Tests may make operations fail (inject)."""
 
-    def __init__(self) -> None:
-        self.faults: list[int] = []          # errno of the next failing operations
-
-    def inject(self, error_number: int, count: int) -> None:
-        self.faults = [error_number] * count
-
-    def _fault(self) -> None:
-        if self.faults:
-            code = self.faults.pop()
-            raise OSError(code, os.strerror(code))
-
     def write_all(self, fd: int, data: bytes, offset: int) -> None:
-        self._fault()
+        self.check()
         view = memoryview(data)
         while view:
             written = os.pwrite(fd, view, offset)
@@ -77,11 +81,11 @@ class FileOps:
             offset += written
 
     def fsync(self, fd: int) -> None:
-        self._fault()
+        self.check()
         os.fsync(fd)
 
     def reserve(self, fd: int, offset: int, length: int) -> None:
-        self._fault()
+        self.check()
         try:
             os.posix_fallocate(fd, offset, length)
         except OSError as error:
@@ -122,6 +126,7 @@ class AofWriter:
         self.last_write_ok = True
         self.last_error = ""
         self.accepting = True
+        self.space_short = False      # the last RESERVE_CHUNK could not be had
         self.delayed_fsync = 0
         self.rewrite = None           # a Rewrite while one runs
         self.last_rewrite_ok = True
@@ -242,8 +247,7 @@ class AofWriter:
 
     def _write_at_end(self, data: bytes) -> None:
         if self.offset + len(data) > self.reserved:
-            self.ops.reserve(self.fd, self.offset, len(data) + RESERVE_CHUNK)
-            self.reserved = self.offset + len(data) + RESERVE_CHUNK
+            self._reserve(len(data))
         monitor = self.latency
         began = monitor.begin()
         try:
@@ -304,14 +308,28 @@ class AofWriter:
             for callback in self._waiting.pop(gen):
                 callback(ok, self.last_error)
 
+    def _reserve(self, needed: int) -> None:
+        """Reserve `needed` bytes past the end and RESERVE_CHUNK more, or
+        only RESERVE_MIN more when the disk is short of space. Raises
+        OSError when not even that can be had."""
+        if not self.space_short:
+            try:
+                self.ops.reserve(self.fd, self.offset, needed + RESERVE_CHUNK)
+                self.reserved = max(self.reserved, self.offset + needed + RESERVE_CHUNK)
+                return
+            except OSError:
+                self.space_short = True      # the cron tries the chunk again
+        self.ops.reserve(self.fd, self.offset, needed + RESERVE_MIN)
+        self.reserved = max(self.reserved, self.offset + needed + RESERVE_MIN)
+
     def _reserve_headroom(self) -> None:
-        if self.reserved - self.offset >= RESERVE_LOW_WATER:
+        low_water = RESERVE_MIN if self.space_short else RESERVE_LOW_WATER
+        if self.reserved - self.offset >= low_water:
             if not self.accepting and self.last_write_ok:
                 self.accepting = True
             return
         try:
-            self.ops.reserve(self.fd, self.offset, RESERVE_CHUNK)
-            self.reserved = self.offset + RESERVE_CHUNK
+            self._reserve(0)
             if not self.accepting and self.last_write_ok:
                 log.notice("AOF space is available again")
             self.accepting = self.last_write_ok
@@ -362,6 +380,7 @@ class AofWriter:
         """The cron: everysec fsyncs; a writer in error state retries."""
         if self.state != ON:
             return
+        self.space_short = False          # worth trying a whole chunk again
         if self.policy == "everysec":
             if self._fsync_running:
                 self.delayed_fsync += 1

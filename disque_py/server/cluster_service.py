@@ -2,10 +2,14 @@
 
 Owns the Membership state machine and the ClusterBus transport, runs the
 cluster cron (every CRON_PERIOD_MS), turns effects into frames, writes
-nodes.conf (at most once per loop turn, atomically) and keeps the job
-core's view of the cluster (size, reachable peers, leaving) current.
+nodes.conf (at most once per loop turn, atomically; a failed write, such as
+on a full disk, is logged once, shown by INFO and retried every second) and
+keeps the job core's view of the cluster (size, reachable peers, leaving)
+current.
 Messages arriving on the bus are routed here: membership ones to
-Membership; job ones to the job core once it speaks to peers.
+Membership; job ones to the job core once it speaks to peers. It also
+holds the bus's authentication settings (cluster-secret, -mode): a change
+closes every link, which then reconnect under the new settings.
 """
 
 from __future__ import annotations
@@ -19,9 +23,14 @@ from disque_py.cluster.bus import ClusterBus
 from disque_py.cluster.membership import BUS_PORT_OFFSET, Membership
 from disque_py.cluster.membership import HANDSHAKE
 from disque_py.core.effects import Connect, DropLink, ReplyOn, SaveConfig, Send, ToPeer
+from disque_py.disk_faults import DiskFaults
+from disque_py.server.persistence_service import StartupError
 
 CRON_PERIOD_MS = 100
 INBOUND_CHECK_TICKS = 10          # check inbound bus links once a second
+MAX_PORT = 65535
+CHOOSE_PORT = "Choose another port: disque-server --port N (make run PORT=N)."
+SAVE_RETRY_TICKS = 10             # a failed nodes.conf save is tried again once a second
 INBOUND_IDLE_MIN_MS = 10_000
 HEARTBEAT_TYPES = (msg.PING, msg.PONG, msg.MEET)
 JOB_LIST_TYPES = (msg.REPLJOB, msg.YOURJOBS)
@@ -55,13 +64,58 @@ class ClusterService:
         self.bus = ClusterBus(self)
         self._outbox: dict[bytes, list] = {}     # node ID -> [[kind, mflags, items]...]
         self._save_scheduled = False
+        # A failed save (a full disk) is not fatal, as it is in Disque: the
+        # cron retries it, INFO shows it, the log says it once.
+        self.config_save_ok = True
+        self.config_save_error = ""
+        self.save_faults = DiskFaults()      # DEBUG NODES-CONF-FAULT
         self._cron = None
+        self.auth_secret: bytes | None = None
+        self.auth_mode = config["cluster-secret-mode"]
+        self._set_secret(config["cluster-secret"])
         config.on_change("cluster-node-timeout", self.membership.set_node_timeout)
+        config.on_change("cluster-secret", self._set_secret)
+        config.on_change("cluster-secret-mode", self._set_secret_mode)
         self.sync_core()
+
+    def _set_secret(self, secret: str | None) -> None:
+        self.auth_secret = secret.encode("latin-1") if secret else None
+        if self.bus.loop is not None:
+            self.bus.reset_links()
+
+    def _set_secret_mode(self, mode: str) -> None:
+        self.auth_mode = mode
+        if self.bus.loop is not None:
+            self.bus.reset_links()
+
+    def bus_tls(self):
+        """(server, client) ssl contexts with tls-cluster yes, else None: the
+        runtime makes them, and remakes them on a CONFIG SET of a TLS file."""
+        return self.runtime.bus_tls
+
+    @staticmethod
+    def check_port(port: int) -> None:
+        """StartupError unless the bus port (port + 10000) exists: checked
+        before anything listens."""
+        if port + BUS_PORT_OFFSET > MAX_PORT:
+            raise StartupError(
+                f"Port {port} is too high: the cluster bus listens on the port + "
+                f"{BUS_PORT_OFFSET}, so the port must be at most {MAX_PORT - BUS_PORT_OFFSET}. "
+                f"{CHOOSE_PORT}")
 
     async def start(self, hosts: list[str | None], port: int) -> None:
         self.membership.myself.port = port
-        await self.bus.listen(hosts, port + BUS_PORT_OFFSET)
+        bus_port = port + BUS_PORT_OFFSET
+        self.check_port(port)
+        try:
+            await self.bus.listen(hosts, bus_port)
+        except OSError as error:
+            reason = os.strerror(error.errno) if error.errno else str(error)
+            raise StartupError(
+                f"Could not listen on the cluster bus port {bus_port} (the port {port} + "
+                f"{BUS_PORT_OFFSET}, for the other nodes): {reason}. Every node needs its "
+                f"port and the port + {BUS_PORT_OFFSET} free; another node on this machine "
+                f"may have one of them. {CHOOSE_PORT}") from None
         # Link to the known nodes now, not a cron period later: a restarted
         # node must be seen alive (its FAIL flag cleared) as soon as possible.
         self._run_cron()
@@ -70,8 +124,8 @@ class ClusterService:
         if self._cron is not None:
             self._cron.cancel()
         self.bus.close()
-        if self._save_scheduled:
-            self.save_config()
+        if self._save_scheduled or not self.config_save_ok:
+            self._save_or_retry_later()
 
     # ------------------------------------------------------------ events
 
@@ -80,6 +134,8 @@ class ClusterService:
         membership.tick()
         if membership.ticks % INBOUND_CHECK_TICKS == 0:
             self.bus.close_idle_inbound(max(membership.node_timeout * 2, INBOUND_IDLE_MIN_MS) / 1000)
+        if not self.config_save_ok and membership.ticks % SAVE_RETRY_TICKS == 0:
+            self._save_or_retry_later()
         self.apply_effects()
         self._cron = self.runtime.loop.call_later(CRON_PERIOD_MS / 1000, self._run_cron)
 
@@ -190,12 +246,35 @@ class ClusterService:
     def _schedule_save(self) -> None:
         if not self._save_scheduled:
             self._save_scheduled = True
-            self.runtime.loop.call_soon(self.save_config)
+            self.runtime.loop.call_soon(self._save_or_retry_later)
 
     def save_config(self) -> None:
-        """Write nodes.conf now (atomically). Raises OSError on failure."""
+        """Write nodes.conf now (atomically). Raises OSError on failure (the
+        temporary file removed); the cron then retries until a save works."""
         self._save_scheduled = False
-        nodes_conf.save(self.config_path, self.membership.records())
+        try:
+            nodes_conf.save(self.config_path, self.membership.records(), self.save_faults)
+        except OSError as error:
+            reason = error.strerror or str(error)
+            if self.config_save_ok or reason != self.config_save_error:   # not every retry
+                log.warning("Cannot save the cluster config %s (%s): retrying every second; "
+                            "until then a restart would come back with the last saved state",
+                            self.config_path, reason)
+            self.config_save_ok = False
+            self.config_save_error = reason
+            raise
+        if not self.config_save_ok:
+            log.notice("Cluster config saved again: %s", self.config_path)
+            self.config_save_ok = True
+            self.config_save_error = ""
+
+    def _save_or_retry_later(self) -> None:
+        """A save from the loop: its failure is logged, shown by INFO and
+        retried by the cron, never raised into the event loop."""
+        try:
+            self.save_config()
+        except OSError:
+            pass
 
     # ------------------------------------------------------------ commands
 
@@ -235,4 +314,8 @@ class ClusterService:
             ("cluster_stats_messages_sent", membership.messages_sent),
             ("cluster_stats_messages_received", membership.messages_received),
             ("cluster_leaving", "yes" if membership.leaving else "no"),
+            ("cluster_config_save_ok", int(self.config_save_ok)),
+            ("cluster_config_save_error", self.config_save_error),
+            ("cluster_bus_auth", ("off" if self.auth_secret is None else self.auth_mode)),
+            *((f"cluster_bus_{name}", count) for name, count in self.bus.stats.items()),
         ]

@@ -29,6 +29,10 @@ one read and answers them with one write. The rules it keeps:
   * Fairness: after a large read the connection stops reading until the
     next loop turn (_yield_loop), so a client flooding a pipeline takes its
     turn with the others instead of holding the loop for many reads.
+  * Refusals: past maxclients, or a non-local client under protected mode
+    (server/protected_mode.py), the connection gets one error and is hung
+    up (_refuse); it never gets a session. Over TLS the same class runs
+    unchanged behind server/tls_connection.py.
 """
 
 from __future__ import annotations
@@ -43,11 +47,13 @@ from disque_py.commands.context import (REPLY_MUTED, REPLY_OFF, Park,
 from disque_py.engine import ConnectionBase
 from disque_py.persistence.aof import ON as AOF_ON
 from disque_py.resp import Raw, encode, encode_into
+from disque_py.server import protected_mode
 
 OUTPUT_HIGH_WATER = 4 * 1024 * 1024
 OUTPUT_LOW_WATER = 1024 * 1024
 PENDING_LIMIT = 10_000
 MAX_CLIENTS_ERROR = b"-ERR max number of clients reached\r\n"
+REFUSED_LINGER_S = 1.0
 QUIT_OK = Raw(b"+OK\r\n")
 
 
@@ -75,20 +81,36 @@ class ClientConnection(ConnectionBase, asyncio.Protocol):
         self.transport = transport
         server = self.server
         if len(server.clients) >= server.config["maxclients"]:
-            server.stats.rejected_connections += 1
-            transport.write(MAX_CLIENTS_ERROR)
-            transport.close()
-            self.closing = True
+            self._refuse(MAX_CLIENTS_ERROR)
+            return
+        peer = transport.get_extra_info("peername")
+        if not protected_mode.allows(peer, server.config):
+            self._refuse(protected_mode.DENIED)
             return
         transport.set_write_buffer_limits(OUTPUT_HIGH_WATER, OUTPUT_LOW_WATER)
         sock = transport.get_extra_info("socket")
-        peer = transport.get_extra_info("peername")
         local = transport.get_extra_info("sockname")
         fd = sock.fileno() if sock is not None else -1
         self.session = server.new_session(_format_addr(peer), _format_addr(local), fd, self)
         keepalive = server.config["tcp-keepalive"]
         if keepalive and sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
             _set_keepalive(sock, keepalive)
+
+    def _refuse(self, reply: bytes) -> None:
+        """Answer a connection we do not serve, and hang up without losing
+        the answer: closing while the client's first bytes sit unread sends
+        a reset, which can destroy the answer before the client reads it.
+        So: the answer, then end-of-stream; what the client sends is
+        dropped (closing); we close when it does, or after REFUSED_LINGER_S."""
+        transport = self.transport
+        self.server.stats.rejected_connections += 1
+        self.closing = True
+        transport.write(reply)
+        if transport.can_write_eof():
+            transport.write_eof()
+            asyncio.get_running_loop().call_later(REFUSED_LINGER_S, transport.close)
+        else:
+            transport.close()
 
     def connection_lost(self, exc) -> None:
         self.closing = True

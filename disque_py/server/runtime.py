@@ -7,6 +7,11 @@ once the AOF has them), runs the job timers, runs the cron at
 clients a command asked to kill, and shuts down cleanly on SHUTDOWN,
 SIGTERM or SIGINT (listeners closed, pidfile removed, exit code 0).
 
+Listeners: `port` (plain; 0 for none, as in Disque), `tls-port` (TLS,
+with the contexts server/tls.py builds from the tls-* directives, read
+again on CONFIG SET of a TLS file) and `unixsocket`, on every `bind`
+address. The plain port runs no TLS code.
+
 Timers: the core reports its next due time; we sleep until then but never
 more than TIMER_MAX_SLEEP_MS, so a deadline set by a command that arrives
 meanwhile is honoured within that bound. When more jobs are due than one
@@ -41,7 +46,9 @@ from disque_py.server.cluster_service import ClusterService, load_identity
 from disque_py.monitoring.latency import JOBS_PROCESSING
 from disque_py.persistence.aof import ON as AOF_ON
 from disque_py.server.persistence_service import PersistenceService, StartupError
+from disque_py.server import tls
 from disque_py.server.protocol import ClientConnection
+from disque_py.server.tls_connection import TlsClientProtocol
 from disque_py.server.state import ServerState
 
 TIMER_MAX_SLEEP_MS = 10
@@ -64,6 +71,12 @@ class Runtime:
         self._cron_runs = 0
         self._stopped: asyncio.Future | None = None
         self.exit_code = 0
+        # TLS (see _load_tls): the client listener's context, the one new
+        # TLS clients get (they differ after a CONFIG SET of a TLS file), and
+        # (server, client) contexts for the cluster bus when tls-cluster is yes.
+        self._tls_listener = None
+        self._tls_current = None
+        self.bus_tls = None
         announce_ip = _announce_ip(config["bind"])
         node_id, records = load_identity(config["cluster-config-file"], config["port"],
                                          announce_ip)
@@ -92,6 +105,8 @@ class Runtime:
         config.on_change("maxmemory", self._set_maxmemory)
         config.on_change("maxmemory-policy",
                          lambda value: setattr(node, "evict_jobs", value == "acks"))
+        for name in ("tls-cert-file", "tls-key-file", "tls-ca-cert-file"):
+            config.on_change(name, self._reload_tls)
 
     def _set_maxmemory(self, limit: int) -> None:
         """A lower limit takes effect at once, as in Disque's CONFIG SET."""
@@ -103,17 +118,26 @@ class Runtime:
     async def start(self) -> None:
         self.loop = asyncio.get_running_loop()
         self.loop.set_exception_handler(_log_loop_error)
+        config = self.config
+        if not (config["port"] or config["tls-port"] or config["unixsocket"]):
+            raise StartupError("Configured to not listen anywhere, exiting.")
+        self.cluster.check_port(config["port"] or config["tls-port"])
+        self._load_tls()             # before the AOF: a bad TLS file fails at once
         self.persistence.load_and_open(self.loop)
         self._stopped = self.loop.create_future()
-        config = self.config
-        for address in config["bind"] or [None]:
-            server = await self.loop.create_server(
-                lambda: ClientConnection(self), host=address, port=config["port"],
-                backlog=config["tcp-backlog"], reuse_address=True)
-            self.listeners.append(server)
+        # `port 0` listens on no TCP port, as in Disque; `tls-port` adds a TLS one.
+        for port, context, factory in (
+                (config["port"], None, lambda: ClientConnection(self)),
+                (config["tls-port"], self._tls_listener,
+                 lambda: TlsClientProtocol(ClientConnection(self)))):
+            for address in (config["bind"] or [None]) if port else ():
+                server = await self.loop.create_server(
+                    factory, host=address, port=port,
+                    backlog=config["tcp-backlog"], reuse_address=True, ssl=context)
+                self.listeners.append(server)
         if config["unixsocket"]:
             await self._listen_unix(config["unixsocket"], config["unixsocketperm"])
-        self.server.port = self.listeners[0].sockets[0].getsockname()[1]
+        self.server.port = config["port"] or config["tls-port"]
         await self.cluster.start(config["bind"] or [None], self.server.port)
         for sig in (signal.SIGTERM, signal.SIGINT):
             self.loop.add_signal_handler(sig, self.request_shutdown, "signal")
@@ -122,6 +146,48 @@ class Runtime:
         self._cron = self.loop.call_later(1 / config["hz"], self._run_cron)
         log.notice("Server started, Disque version %s (disque-py)", DISQUE_VERSION)
         log.notice("The server is now ready to accept connections on port %d", self.server.port)
+        if config["tls-port"]:
+            log.notice("TLS clients are accepted on port %d", config["tls-port"])
+
+    def _load_tls(self) -> None:
+        """Build the TLS contexts the configuration asks for; StartupError
+        (naming the directive and file) if they cannot be."""
+        config = self.config
+        if config["tls-port"] and config["tls-port"] == config["port"]:
+            raise StartupError(f"tls-port {config['tls-port']} is also the plain port: "
+                               "give TLS clients a port of their own")
+        try:
+            self._build_tls()
+        except tls.TlsConfigError as error:
+            raise StartupError(f"Failed to configure TLS: {error}") from None
+        listener = self._tls_listener = self._tls_current
+        if listener is not None:
+            # A context cannot be swapped under a listening server; instead,
+            # each handshake is moved, before the certificate is chosen, to
+            # the newest context (_reload_tls). Verification mode and
+            # protocol versions stay the listener's: they cannot be SET.
+            listener.sni_callback = self._use_current_tls
+
+    def _build_tls(self) -> None:
+        config = self.config
+        client = tls.server_context(config) if config["tls-port"] else None
+        bus = (tls.bus_server_context(config), tls.bus_client_context(config)) \
+            if config["tls-cluster"] else None
+        self._tls_current, self.bus_tls = client, bus
+
+    def _reload_tls(self, _value) -> None:
+        """CONFIG SET of a TLS file reads every TLS file again: new
+        connections (clients and bus) get them, open ones keep theirs. If one
+        cannot be loaded the SET is refused and the old contexts stay."""
+        try:
+            self._build_tls()
+        except tls.TlsConfigError as error:
+            raise CommandError(f"Unable to update the TLS configuration: {error}") from None
+
+    def _use_current_tls(self, ssl_object, server_name, listener) -> None:
+        current = self._tls_current
+        if current is not listener:
+            ssl_object.context = current
 
     async def _listen_unix(self, path: str, permissions: int) -> None:
         if os.path.exists(path):
@@ -131,12 +197,16 @@ class Runtime:
             os.chmod(path, permissions)
         self.listeners.append(server)
 
-    async def run(self) -> int:
+    async def run(self, on_ready=None) -> int:
+        """Start, call on_ready() once listening (a daemon tells the process
+        that started it), then serve until shutdown; the exit code."""
         try:
             await self.start()
         except StartupError as error:
             log.warning("%s", error)
             return 1
+        if on_ready is not None:
+            on_ready()
         await self._stopped
         return self.exit_code
 
@@ -351,8 +421,9 @@ def _quote(arg: bytes) -> bytes:
     return bytes(out)
 
 
-def run_server(config, executable: str = "") -> int:
-    """Run until shutdown; the process exit code."""
+def run_server(config, executable: str = "", on_ready=None) -> int:
+    """Run until shutdown; the process exit code. on_ready() is called once
+    the node listens."""
     import uvloop
     runtime = Runtime(config, executable=executable or sys.argv[0])
-    return uvloop.run(runtime.run())
+    return uvloop.run(runtime.run(on_ready))

@@ -294,6 +294,38 @@ def test_cluster_saveconfig_writes_nodes_conf(trio):
         assert (by_id[node_id]["ip"], int(by_id[node_id]["port"])) == (HOST, proc.port)
 
 
+def test_a_failed_nodes_conf_save_is_shown_retried_and_logged_once(fresh_server):
+    """A full disk under nodes.conf (DEBUG NODES-CONF-FAULT fails the next
+    saves once their temporary file exists): the node keeps serving, leaves
+    no temporary file, says so in INFO and once in its log, CLUSTER
+    SAVECONFIG answers Disque's error, and the cron saves the change once
+    the disk works again."""
+    node = fresh_server
+    path = node.dir / "nodes.conf"
+    before = path.read_text()
+    failures = 5     # the change's save, SAVECONFIG's, then three cron retries
+    assert call(node, "DEBUG", "NODES-CONF-FAULT", "enospc", failures) == b"OK"
+    assert call(node, "CLUSTER", "LEAVING", "yes") == b"OK"
+    poll(lambda: cluster_info(node)["cluster_config_save_ok"] == "0", 5, "the failed save")
+    assert cluster_info(node)["cluster_config_save_error"] == "No space left on device"
+    assert "cluster_config_save_ok:0" in call(node, "INFO", "cluster").decode()
+    assert raw_reply(node, "CLUSTER", "SAVECONFIG") == \
+        b"-ERR error saving the cluster node config: No space left on device\r\n"
+    assert path.read_text() == before
+    assert sorted(p.name for p in node.dir.iterdir() if p.name.startswith("nodes.conf")) == \
+        ["nodes.conf"], "a temporary file was left behind"
+    assert call(node, "PING") == b"PONG"
+    poll(lambda: cluster_info(node)["cluster_config_save_ok"] == "1", 10 + MARGIN_S,
+         "the cron to save once the faults are used up")
+    assert cluster_info(node)["cluster_config_save_error"] == ""
+    myself = next(line for line in path.read_text().splitlines() if "myself" in line)
+    assert "leaving" in myself.split()[2], myself
+    log = node.log_text()
+    assert log.count("Cannot save the cluster config") == 1, log
+    assert log.count("Cluster config saved again") == 1, log
+    assert node.alive()
+
+
 # ------------------------------------------------------------------ CONFIG SET
 
 def test_config_set_cluster_node_timeout_takes_effect_at_once(fresh_cluster):

@@ -46,11 +46,14 @@ class Pinger(threading.Thread):
 
 
 def _read_replies(sock: socket.socket, count: int, done: threading.Event) -> None:
-    seen = 0
+    """Count `count` one-line replies (a CRLF may straddle two reads)."""
+    seen, carry = 0, b""
     while seen < count:
         chunk = sock.recv(1 << 20)
         assert chunk, "the flooding connection was closed"
-        seen += chunk.count(b"\r\n")
+        data = carry + chunk
+        seen += data.count(b"\r\n")
+        carry = b"\r" if data.endswith(b"\r") else b""
     done.set()
 
 

@@ -809,3 +809,14 @@ def test_ttl_does_not_expire_a_job_early(raw):
     job = new_job(raw, "t", "a", "0", "TTL", "2")
     wait_for(lambda: raw.call("SHOW", job) == NIL, timeout=20, message="the job to expire")
     assert time.monotonic() - start >= 0.9
+
+
+def test_maxmemory_is_a_hard_cap_for_a_job_with_a_large_body(make_server):
+    # The estimate of held memory plus the incoming job must fit: a body
+    # larger than maxmemory is refused as Disque refuses it, not stored.
+    node = make_server("capped", args=["--maxmemory", "2mb"]).start()
+    raw = node.raw()
+    assert raw.call("ADDJOB", "q", "x" * (3 * 1024 * 1024), "0") == \
+        b"-OOM command not allowed when used memory > 'maxmemory'.\r\n"
+    assert raw.call("QLEN", "q") == b":0\r\n"
+    assert raw.call("ADDJOB", "q", "small", "0").startswith(b"+D-")

@@ -469,6 +469,24 @@ def test_hello_3_with_auth_option_authenticates_like_redis_py_8_sends_it(auth_se
     assert other.call("PING") == b"-NOAUTH Authentication required.\r\n"
 
 
+def test_hello_refused_for_want_of_auth_changes_nothing(auth_server):
+    """HELLO's options apply only once the client is authenticated (Redis
+    6+ reads them all, authenticates, then applies SETNAME)."""
+    intruder = auth_server.raw()
+    for options in (("SETNAME", "intruder"), ("SETNAME", "intruder2", "AUTH", "default", "no")):
+        reply = intruder.call("HELLO", "2", *options)
+        assert reply.startswith((b"-NOAUTH ", b"-WRONGPASS ")), reply
+    assert intruder.call("PING") == b"-NOAUTH Authentication required.\r\n"
+    admin = auth_server.raw()
+    assert admin.call("AUTH", "secret") == b"+OK\r\n"
+    entry = _client_entry(admin, local_addr(intruder))
+    assert entry is not None and entry["name"] == "", entry
+    # Authenticated in the same HELLO, the name is set.
+    assert intruder.call("HELLO", "2", "SETNAME", "worker", "AUTH", "default",
+                         "secret").startswith(b"*")
+    assert _client_entry(admin, local_addr(intruder))["name"] == "worker"
+
+
 # ----------------------------------------------------------------- CLIENT
 
 def _client_lines(raw: RawClient) -> list[str]:

@@ -16,7 +16,7 @@ import threading
 import pytest
 
 from disque_py.persistence import aof_format
-from disque_py.persistence.aof import AofWriter, FileOps
+from disque_py.persistence.aof import RESERVE_CHUNK, RESERVE_MIN, AofWriter, FileOps
 from tests.persistence.helpers import open_writer, parse_records, run_loop_until
 
 A = aof_format.del_job_record(b"A" * 40)
@@ -165,3 +165,49 @@ def test_sync_raises_on_a_failed_write_or_fsync_and_keeps_the_file_open(loop, tm
     writer.sync()
     writer.close()
     assert _records(writer) == [A]
+
+
+class SmallDisk(ScriptedOps):
+    """A disk that can hold the AOF up to `capacity` bytes (None: no
+    limit): reserving past that fails with ENOSPC, as fallocate would."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.capacity: int | None = None
+        self.reserves: list[int] = []
+
+    def reserve(self, fd: int, offset: int, length: int) -> None:
+        self.reserves.append(length)
+        if self.capacity is not None and offset + length > self.capacity:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        super().reserve(fd, offset, length)
+
+
+def test_a_disk_short_of_a_whole_chunk_takes_writes_again_with_a_small_reserve(loop, tmp_path):
+    """After a full disk, -MISCONF ends once RESERVE_MIN past the end can be
+    reserved, not RESERVE_CHUNK (as Disque ends it once a write works);
+    with less than RESERVE_MIN free the writer keeps refusing; with room
+    again the cron reserves whole chunks."""
+    ops = SmallDisk()
+    writer = _writer(loop, tmp_path, "everysec", ops)
+    ops.inject(errno.ENOSPC, 1)
+    writer.append(A)
+    assert isinstance(writer.flush(), OSError)            # the disk filled up
+    assert not writer.accepting
+    ops.capacity = writer.offset + len(A) + RESERVE_MIN // 2    # freed: not even 1 MB
+    writer.every_second()
+    assert not writer.accepting and _records(writer) == []
+    ops.capacity = writer.offset + len(A) + RESERVE_MIN + 4096  # freed: 1 MB, not 16
+    writer.every_second()
+    assert writer.accepting and writer.last_write_ok
+    assert _records(writer) == [A]
+    writer.append(B)
+    assert writer.flush() is None and writer.accepting
+    assert _records(writer) == [A, B]
+    ops.capacity = None                                   # plenty of room again
+    writer.every_second()                                 # the cron: try a chunk again
+    writer.append(A)
+    writer.flush()
+    assert writer.reserved - writer.offset >= RESERVE_CHUNK - len(A)
+    assert writer.accepting
+    writer.close()

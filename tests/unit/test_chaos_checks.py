@@ -5,13 +5,21 @@ traceback scan of node logs, the fault record, and the report's pass/fail."""
 from __future__ import annotations
 
 import json
+import os
 import random
+import shutil
+import subprocess
+
+import pytest
+from click.testing import CliRunner
 
 from disque_py.chaos.faults import Event, FaultInjector, FaultPlan
 from disque_py.chaos.ledger import Delivery, Ledger, job_body
 from disque_py.chaos.nodes import tracebacks_in
 from disque_py.chaos.report import LostJob, Report, verdict_counts
 from disque_py.chaos.run import ChaosOptions, Run
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def added(ledger: Ledger, body: str, job_id: str, at: float = 1.0, queue: str = "q") -> None:
@@ -153,3 +161,45 @@ def test_cleanup_after_a_stop_signal_before_the_injector_started_still_kills_the
                                    random.Random(1))]
     chaos.cleanup(keep=False)
     assert killed == [True]
+
+
+def _passing_report(seed: int) -> Report:
+    verdict = Ledger().verdict()
+    return Report(seed, {}, "/tmp/x", {"faults": 1.0}, verdict_counts(verdict, {}), {}, [],
+                  [], [], [])
+
+
+def _git_ignores(relative_path: str) -> bool:
+    """Whether the checkout's .gitignore rules ignore this path (git
+    check-ignore; without a git checkout, the rules are read directly)."""
+    if shutil.which("git") and os.path.isdir(os.path.join(REPO, ".git")):
+        return subprocess.run(["git", "check-ignore", "-q", "--no-index", relative_path],
+                              cwd=REPO).returncode == 0
+    with open(os.path.join(REPO, ".gitignore")) as handle:
+        patterns = [line.strip() for line in handle]
+    return any(relative_path.startswith(p.lstrip("/")) for p in patterns if p.endswith("/"))
+
+
+@pytest.mark.parametrize("given", [None, "out/run.json"])
+def test_chaos_json_lands_where_git_ignores_it_unless_a_file_is_named(
+        tmp_path, monkeypatch, given):
+    """`disque-py chaos --json` run from the checkout writes its report
+    under chaos-reports/, which git ignores; `--json FILE` writes FILE
+    (its directory made if missing)."""
+    import disque_py.chaos.run as chaos_run
+    from disque_py.cli import main
+    monkeypatch.setattr(chaos_run, "run", lambda options, echo: _passing_report(42))
+    monkeypatch.chdir(tmp_path)
+    args = ["chaos", "--json"] + ([given] if given else []) + ["--seed", "42"]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    written = [str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*.json")]
+    assert len(written) == 1, written
+    assert json.loads((tmp_path / written[0]).read_text())["seed"] == 42
+    assert f"JSON report: {written[0]}" in result.output
+    if given:
+        assert written == [given]
+    else:
+        assert written[0].startswith("chaos-reports/chaos-42-")
+        assert _git_ignores(written[0])
+        assert not _git_ignores("report.json")     # the check can say no

@@ -93,7 +93,22 @@ def test_list_defaults_are_not_shared():
     assert Config()["bind"] is not DIRECTIVES["bind"].default
 
 
-def test_table_has_every_directive_disque_knows():
+# Directives beyond Disque 1.0's (a Disque config file never has them).
+EXTENSIONS = {
+    "cluster-secret": True,            # name -> settable at run time
+    "cluster-secret-mode": True,
+    "protected-mode": True,
+    "tls-port": False,
+    "tls-cert-file": True,             # CONFIG SET reloads the TLS files
+    "tls-key-file": True,
+    "tls-ca-cert-file": True,
+    "tls-auth-clients": False,
+    "tls-protocols": False,
+    "tls-cluster": False,
+}
+
+
+def test_table_has_every_directive_disque_knows_and_our_extensions():
     names = """timeout tcp-keepalive port tcp-backlog bind unixsocket unixsocketperm dir
         loglevel logfile syslog-enabled syslog-ident syslog-facility databases include
         maxclients maxmemory maxmemory-policy maxmemory-samples activerehashing daemonize hz
@@ -103,7 +118,7 @@ def test_table_has_every_directive_disque_knows():
         cluster-config-file cluster-node-timeout slowlog-log-slower-than
         latency-monitor-threshold slowlog-max-len client-output-buffer-limit
         watchdog-period""".split()
-    assert sorted(DIRECTIVES) == sorted(names)
+    assert sorted(DIRECTIVES) == sorted(names + list(EXTENSIONS))
     assert not DIRECTIVES["watchdog-period"].in_file
 
 
@@ -115,7 +130,8 @@ def test_settable_directives_mirror_disque():
         "tcp-keepalive", "aof-enqueue-jobs-once", "maxmemory-samples", "timeout",
         "auto-aof-rewrite-percentage", "auto-aof-rewrite-min-size", "slowlog-log-slower-than",
         "slowlog-max-len", "latency-monitor-threshold", "cluster-node-timeout", "hz",
-        "watchdog-period", "maxmemory", "loglevel", "maxmemory-policy", "appendfsync"}
+        "watchdog-period", "maxmemory", "loglevel", "maxmemory-policy", "appendfsync"} | {
+        name for name, settable in EXTENSIONS.items() if settable}
 
 
 def test_markdown_table_lists_every_directive():
@@ -125,12 +141,32 @@ def test_markdown_table_lists_every_directive():
     assert "| `port` | `7711` |" in table
 
 
-def test_the_sample_config_loads_to_the_defaults(tmp_path):
-    sample = "/work/disque-ref/disque.conf"
-    if not os.path.exists(sample):
-        pytest.skip("Disque's sample config is not checked out")
-    config = Config.load(sample, [])
+def test_readme_directive_table_is_the_generated_one():
+    readme = os.path.join(os.path.dirname(__file__), "..", "..", "README.md")
+    with open(readme) as file:
+        assert markdown_table() in file.read(), \
+            "README.md's directive table is stale: paste config.markdown_table() over it"
+
+
+DEFAULTS_CONF = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "defaults.conf")
+# What Disque 1.0's sample disque.conf sets (not commented out).
+SAMPLE_DIRECTIVES = """daemonize pidfile port tcp-backlog timeout tcp-keepalive loglevel logfile
+    dir appendonly appendfilename appendfsync auto-aof-rewrite-percentage
+    auto-aof-rewrite-min-size aof-load-truncated aof-enqueue-jobs-once slowlog-log-slower-than
+    slowlog-max-len latency-monitor-threshold client-output-buffer-limit hz
+    aof-rewrite-incremental-fsync""".split()
+
+
+def test_a_file_spelling_out_the_defaults_changes_nothing():
+    # tests/unit/data/defaults.conf (ours): the directives of Disque's sample
+    # config in its spellings, and the ones it leaves commented out, each at
+    # its default.
+    config = Config.load(DEFAULTS_CONF, [])
     assert config.changed_from_default() == {}
+    with open(DEFAULTS_CONF) as handle:
+        named = [line.split()[0] for line in handle if line.strip() and line[0] != "#"]
+    assert set(SAMPLE_DIRECTIVES) <= set(named)
+    assert set(named) <= set(DIRECTIVES)
 
 
 # --------------------------------------------------------------------------
@@ -227,10 +263,17 @@ def test_memory_units_in_a_file(tmp_path):
     assert config.client_output_buffer_limit == BufferLimit(1024 ** 2, 1024, 60)
 
 
+# Disque's text ("You need to specify a memory limit greater than zero")
+# is not true here: 0 is accepted (no limit).
+MAXMEMORY_ERROR = "You need to specify a memory limit greater than zero, or 0 for no limit"
+
+
 def test_maxmemory_zero_means_no_limit_in_a_file_too(tmp_path):
     # Disque refuses 0 in a file but accepts it from CONFIG SET; CONFIG REWRITE
-    # would then write a file Disque cannot read back. We accept it in both.
+    # would then write a file Disque cannot read back. We accept it in both,
+    # and the error for a bad value says so.
     assert load_text(tmp_path, "maxmemory 0\n").maxmemory == 0
+    assert load_error(tmp_path, "maxmemory -1\n").message == MAXMEMORY_ERROR
 
 
 def test_changed_from_default(tmp_path):
@@ -417,8 +460,9 @@ BAD_LINES = [
      "Invalid log facility. Must be one of USER or between LOCAL0-LOCAL7", "syslog-facility"),
     ("databases 0", "Invalid number of databases", "databases"),
     ("maxclients 0", "Invalid max clients limit", "maxclients"),
-    ("maxmemory -1", "You need to specify a memory limit greater than zero", "maxmemory"),
-    ("maxmemory 1tb", "You need to specify a memory limit greater than zero", "maxmemory"),
+    ("maxmemory -1", MAXMEMORY_ERROR, "maxmemory"),
+    ("maxmemory 1tb", MAXMEMORY_ERROR, "maxmemory"),
+    ("maxmemory 1.5gb", MAXMEMORY_ERROR, "maxmemory"),
     ("maxmemory-policy allkeys-lru", "Invalid maxmemory policy", "maxmemory-policy"),
     ("maxmemory-samples 0", "maxmemory-samples must be 1 or greater", "maxmemory-samples"),
     ("activerehashing 1", "argument must be 'yes' or 'no'", "activerehashing"),
@@ -481,7 +525,8 @@ GETTABLE = [name for name, d in DIRECTIVES.items() if d.gettable]
 def test_get_star_lists_every_gettable_directive_in_disques_order():
     reply = Config().get_matching(b"*")
     assert reply[::2] == [name.encode() for name in GETTABLE]
-    assert len(GETTABLE) == 35
+    assert len(GETTABLE) == 35 + len(EXTENSIONS)
+    assert set(GETTABLE[35:]) == set(EXTENSIONS)      # ours come after Disque's
     assert reply[:8] == [b"requirepass", b"", b"unixsocket", b"", b"logfile", b"",
                          b"pidfile", b"/var/run/disque.pid"]
 
@@ -492,7 +537,7 @@ def test_get_star_lists_every_gettable_directive_in_disques_order():
     (b"port", [b"port"]),
     (b"PORT", []),                            # case-sensitive, as in Disque
     (b"[pm]*", [b"pidfile", b"maxmemory", b"maxmemory-samples", b"port", b"maxclients",
-                b"maxmemory-policy"]),
+                b"maxmemory-policy", b"protected-mode"]),
     (b"maxmemory-*", [b"maxmemory-samples", b"maxmemory-policy"]),
     (b"appendf*", [b"appendfsync"]),          # appendfilename is not shown by Disque
     (b"nothing", []),

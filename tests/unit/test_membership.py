@@ -682,6 +682,24 @@ def test_records_round_trip_through_nodes_conf(net, tmp_path, clock):
         assert not peer.linked
 
 
+@pytest.mark.parametrize("failing", ["fsync", "replace"])
+def test_a_failed_nodes_conf_save_raises_and_leaves_no_temporary_file(
+        tmp_path, monkeypatch, failing):
+    path = tmp_path / "nodes.conf"
+    old = [nodes_conf.NodeRecord("a" * 40, IP, 7711, {"myself"})]
+    nodes_conf.save(str(path), old)
+    saved = path.read_text()
+
+    def disk_full(*args):
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr(nodes_conf.os, failing, disk_full)
+    new = old + [nodes_conf.NodeRecord("b" * 40, IP, 7712, set())]
+    with pytest.raises(OSError, match="No space left"):
+        nodes_conf.save(str(path), new)
+    assert [p.name for p in tmp_path.iterdir()] == ["nodes.conf"]
+    assert path.read_text() == saved
+
+
 def test_records_keep_leaving_flags_of_peers(net, clock):
     a, b, c = mesh(net, 3)
     b.membership.set_leaving(True)
