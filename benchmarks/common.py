@@ -112,11 +112,12 @@ class RedisServer:
 
     label = "redis-server"
 
-    def __init__(self, directory: Path, pinning: Pinning) -> None:
+    def __init__(self, directory: Path, pinning: Pinning, args: Sequence[str] = ()) -> None:
         self.dir = Path(directory)
         self.dir.mkdir(parents=True, exist_ok=True)
         self.port = free_port()
         self.prefix = pinning.server_prefix()
+        self.args = list(args)
         self.proc: subprocess.Popen | None = None
 
     @property
@@ -126,7 +127,7 @@ class RedisServer:
     def command_line(self) -> list[str]:
         return self.prefix + [REDIS_SERVER, "--port", str(self.port), "--bind", HOST,
                               "--save", "", "--appendonly", "no", "--dir", str(self.dir),
-                              "--logfile", str(self.dir / "redis.log")]
+                              "--logfile", str(self.dir / "redis.log")] + self.args
 
     def start(self) -> "RedisServer":
         self.proc = subprocess.Popen(self.command_line(), stdout=subprocess.DEVNULL,
@@ -167,7 +168,8 @@ class OriginalDisque(RedisServer):
 
     def command_line(self) -> list[str]:
         return self.prefix + [self.binary, "--port", str(self.port), "--bind", HOST,
-                              "--dir", str(self.dir), "--logfile", str(self.dir / "disque.log")]
+                              "--dir", str(self.dir), "--logfile", str(self.dir / "disque.log")
+                              ] + self.args
 
     def flush(self) -> None:
         command(self.port, "DEBUG", "FLUSHALL")
@@ -191,10 +193,10 @@ def cluster_info(port: int) -> dict[str, str]:
 
 
 def start_cluster(pinning: Pinning, nodes: int, prefix: str, mesh_timeout: float = 30.0,
-                  server_class=DisqueServer) -> list:
+                  server_class=DisqueServer, server_args: Sequence[str] = ()) -> list:
     """`nodes` nodes (disque-py unless told) joined by CLUSTER MEET into a full mesh."""
     base = scratch_dir(prefix)
-    servers = [server_class(base / f"node{i}", pinning) for i in range(nodes)]
+    servers = [server_class(base / f"node{i}", pinning, server_args) for i in range(nodes)]
     try:
         for server in servers:
             server.start()

@@ -171,12 +171,12 @@ class FederationMixin:
         for record in deserialize_jobs(jobs, now // 1000):
             job = self.jobs.get(record.id)
             if job is None:
-                job = self._adopt(record, now, ACTIVE)
+                job = self.adopt_record(record, now, ACTIVE)
             elif job.state == ACKED:
                 self.send_setack(sender, job)    # delivered already: tell the giver
                 continue
             else:
-                self._learn_holders(job, record.delivered)
+                self.learn_holders(job, record.delivered)
             self.federation.jobs_received += 1
             job.flags &= ~FLAG_BCAST_QUEUED     # moved, not re-delivered: no QUEUED
             if job.retry == 0:

@@ -14,11 +14,10 @@ can tell the delivery guarantee and expire time of an ID it has never seen.
 
 from __future__ import annotations
 
-import struct
 from typing import NamedTuple
 
 from disque_py.engine import (CONSTANTS, STATE_NAMES, IdGenerator, Job, is_at_most_once_id,
-                              is_valid_id, new_job)
+                              is_valid_id, new_job, pack_job, serialize_job, unpack_job)
 
 WAIT_REPL = CONSTANTS["WAIT_REPL"]
 ACTIVE = CONSTANTS["ACTIVE"]
@@ -41,7 +40,8 @@ GC_RETRY_COUNT_MAX = CONSTANTS["GC_RETRY_COUNT_MAX"]
 JOB_MEMORY_OVERHEAD = CONSTANTS["JOB_MEMORY_OVERHEAD"]     # the memory estimate, per job
 QUEUE_MEMORY_OVERHEAD = CONSTANTS["QUEUE_MEMORY_OVERHEAD"]  # ... and per queue
 
-__all__ = ["Job", "IdGenerator", "is_at_most_once_id", "is_valid_id", "new_job"]
+__all__ = ["Job", "IdGenerator", "is_at_most_once_id", "is_valid_id", "new_job",
+           "serialize_job"]
 
 
 class JobExtra:
@@ -63,19 +63,9 @@ def ttl_minutes_from_id(job_id: bytes) -> int:
 
 # ------------------------------------------------------------ serialization
 #
-# A job on the wire (REPLJOB, YOURJOBS) and on disk (the AOF) is:
-#   40 bytes ID, u8 state, u8 flags, u16 repl, u64 ctime, i64 expire time,
-#   u32 delay, u32 retry, u16 nacks, u16 additional deliveries,
-#   u32 queue name length + name, u32 body length + body (NO_BODY for an
-#   ack without body), u16 node count + 40-byte node IDs that may have it.
-# For messages the expire time is the TTL left (seconds, at least 1), so
-# nodes need not agree on the clock; on disk it is absolute.
-
-_FIXED = struct.Struct(">40sBBHQqIIHHI")
-_U32 = struct.Struct(">I")
-_U16 = struct.Struct(">H")
-NO_BODY = 0xFFFFFFFF
-COUNTER_MAX = 0xFFFF
+# A job's bytes on the bus (REPLJOB, YOURJOBS) and in the AOF: the layout
+# and its one packer and parser are the engine's (engine/wire.pxi). A
+# JobRecord is a parsed job for the Python paths that want its fields.
 
 
 class JobRecord(NamedTuple):
@@ -94,78 +84,23 @@ class JobRecord(NamedTuple):
     delivered: tuple
 
 
-def serialize_job(job: Job, now_s: int | None = None) -> bytes:
-    """The job's bytes; with `now_s`, for a message (relative expire time)."""
-    flags = job.flags
-    etime = job.etime
-    if now_s is not None:
-        etime = max(etime - now_s + 1, 1)
-        flags &= ~FLAG_DELIVERED          # a local fact, not the receiver's
-    return _pack(job.id, job.state, flags, job.repl, job.ctime, etime, job.delay, job.retry,
-                 job.nacks, job.deliveries, job.queue or b"", job.body, job.delivered)
-
-
 def serialize_record(record: JobRecord) -> bytes:
     """A parsed job's bytes again (absolute expire time: for the AOF)."""
-    return _pack(*record)
-
-
-def _pack(job_id, state, flags, repl, ctime, etime, delay, retry, nacks, deliveries,
-          queue, body, delivered) -> bytes:
-    return b"".join((
-        _FIXED.pack(job_id, state, flags, repl, ctime, etime, delay, retry,
-                    min(nacks, COUNTER_MAX), min(deliveries, COUNTER_MAX), len(queue)),
-        queue,
-        _U32.pack(NO_BODY if body is None else len(body)),
-        body or b"",
-        _U16.pack(len(delivered)),
-        *delivered,
-    ))
-
-
-# Every copy of a replicated job is decoded here, so: records are built with
-# tuple.__new__ (NamedTuple's generated __new__ costs a Python call), and
-# the holders' IDs are read by one precompiled struct for the usual counts.
-_new_tuple = tuple.__new__
-_NODE_IDS = [struct.Struct("40s" * count) for count in range(8)]
+    return pack_job(*record)
 
 
 def deserialize_job(data: bytes, now_s: int | None = None) -> JobRecord:
     """Parse serialize_job's bytes; with `now_s`, a message's relative time
     becomes absolute. ValueError on anything malformed."""
-    try:
-        fields = _FIXED.unpack_from(data, 0)
-        pos = _FIXED.size
-        queue_len = fields[10]
-        queue = data[pos:pos + queue_len]
-        pos += queue_len
-        (body_len,) = _U32.unpack_from(data, pos)
-        pos += 4
-        body = None
-        if body_len != NO_BODY:
-            body = data[pos:pos + body_len]
-            pos += body_len
-        (count,) = _U16.unpack_from(data, pos)
-        pos += 2
-        layout = _NODE_IDS[count] if count < 8 else struct.Struct("40s" * count)
-        delivered = layout.unpack_from(data, pos)
-        pos += 40 * count
-    except struct.error as error:
-        raise ValueError(f"truncated job: {error}") from None
-    if pos != len(data) or len(queue) != queue_len or (body is not None and len(body) != body_len):
-        raise ValueError("job length does not match its fields")
-    job_id, state, flags, repl, ctime, etime, delay, retry, nacks, deliveries, _ = fields
-    if not is_valid_id(job_id) or state > ACKED:
-        raise ValueError("bad job ID or state")
-    if now_s is not None:
-        etime += now_s
-    return _new_tuple(JobRecord, (job_id, state, flags, repl, ctime, etime, delay, retry,
-                                  nacks, deliveries, queue, body, delivered))
+    return _new_tuple(JobRecord, unpack_job(data, now_s))
+
+
+_new_tuple = tuple.__new__
 
 
 def deserialize_jobs(blobs, now_s: int):
-    """The jobs of a message (REPLJOB, YOURJOBS), parsed in order; stops at
-    the first malformed one, whose frame is not trusted any further."""
+    """The jobs of a message (YOURJOBS), parsed in order; stops at the first
+    malformed one, whose frame is not trusted any further."""
     for data in blobs:
         try:
             yield deserialize_job(data, now_s)

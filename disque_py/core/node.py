@@ -45,7 +45,6 @@ class Node(NodeCore, MemoryPolicyMixin, ConsumerMixin, AcksMixin, ReplicationMix
                  id_seed: bytes | None = None) -> None:
         clock = clock or Clock()
         self.init_core(node_id, clock, id_seed, ScanTable(QUEUE_TABLE_PARTITIONS))
-        self._uniform = clock.random.random
         self._rng = clock.random
         self.deadlines = Deadlines()
         self.maxmemory = DEFAULT_MAXMEMORY
@@ -54,7 +53,6 @@ class Node(NodeCore, MemoryPolicyMixin, ConsumerMixin, AcksMixin, ReplicationMix
         # Cluster view; the membership layer keeps it current (set_cluster_view).
         self.known_peers: set[bytes] = set()     # every other node past handshake
         self.reachable: list[bytes] = []         # peers we can talk to now
-        self.repl_rtt_ms = 0.0                   # recent REPLJOB -> GOTJOB round trip
         self.federation = FederationStats()
         self._needjobs_cron = 0
         self.index_node_ids()
@@ -81,7 +79,7 @@ class Node(NodeCore, MemoryPolicyMixin, ConsumerMixin, AcksMixin, ReplicationMix
         if record.etime * 1000 <= now or record.id in self.jobs:
             return False
         was_queued = record.state == QUEUED
-        job = self._adopt(record, now, ACTIVE, persist=False)
+        job = self.adopt_record(record, now, ACTIVE, persist=False)
         job.flags = record.flags
         if job.retry:
             job.flags |= FLAG_BCAST_WILLQUEUE

@@ -29,7 +29,6 @@ from disque_py.errors import NoReplError
 
 REPLICATION_RETRY_MS = 50
 RTT_RETRY_FACTOR = 4          # retry once a job waited this many recent round trips
-RTT_SMOOTHING = 8             # the round trip is an average over about that many copies
 TIMEOUT_BEFORE_COPIES = "Timeout reached before replicating to the requested number of nodes"
 
 
@@ -50,35 +49,6 @@ class ReplicationMixin:
         self.update_awake(job)          # its TTL runs while it waits
         self.replicate(job, extra_copies, noreply=False)
         extra.repl_added_at = now
-
-    def replicate(self, job: Job, count: int, noreply: bool) -> int:
-        """Add up to `count` new holders, chosen at random among the linked
-        peers, and (re)send REPLJOB to every holder that has not confirmed.
-        Returns how many holders were added."""
-        delivered = job.delivered
-        added = 0
-        if count > 0:
-            candidates = [peer for peer in self.reachable if peer not in delivered]
-            if len(candidates) > count:
-                candidates = self._rng.sample(candidates, count)
-            added = len(candidates)
-            if added:
-                delivered = job.delivered = delivered + tuple(candidates)
-        payload = serialize_job(job, self._now_ms() // 1000)
-        extra = self.extra_of(job)
-        confirmed = extra.confirmed if extra is not None else None
-        me, append = self.id, self.effects.append
-        mflags = msg.MSG_NOREPLY if noreply else 0
-        for node_id in delivered:
-            if node_id == me:
-                continue
-            if confirmed is not None and node_id in confirmed:
-                # It has its copy: only new holders are worth telling it, unanswered.
-                if added:
-                    append(new_tuple(ToPeer, (node_id, msg.REPLJOB, payload, msg.MSG_NOREPLY)))
-                continue
-            append(new_tuple(ToPeer, (node_id, msg.REPLJOB, payload, mflags)))
-        return added
 
     def tick_replication(self, now: int) -> None:
         """Ask one more node for the jobs that waited too long. `replicating`
@@ -139,72 +109,9 @@ class ReplicationMixin:
         self.abandon_replication(waiter.job, NoReplError(TIMEOUT_BEFORE_COPIES))
 
     # ------------------------------------------------------------ holders
-
-    def on_repljob(self, sender: bytes, mflags: int, jobs: list[bytes]) -> None:
-        """REPLJOB: keep a copy and confirm it. A node that is leaving or
-        short of memory takes no new copy, but still learns the holders of
-        jobs it has (a job that moved tells its holders this way)."""
-        take_new = not (self.leaving or self.used_memory > self.memory_warn_at)
-        now = self._now_ms()
-        table, queues, append = self.jobs, self.queues, self.effects.append
-        reply = not mflags & msg.MSG_NOREPLY
-        for record in deserialize_jobs(jobs, now // 1000):
-            job = table.get(record.id)
-            if job is not None:
-                self._learn_holders(job, record.delivered)
-            elif not take_new:
-                continue
-            else:
-                q = queues.get(record.queue)
-                if q is not None and q.flags & PAUSED_IN:
-                    continue
-                self._adopt(record, now)
-            if reply:
-                append(new_tuple(ToPeer, (sender, msg.GOTJOB, (record.id, 0), 0)))
-
-    def _adopt(self, record, now: int, state: int = ACTIVE, persist: bool = True) -> Job:
-        """A copy received from a peer becomes a local job."""
-        retry = record.retry
-        job = new_job(record.id, record.queue, record.body, state, record.repl, record.delay,
-                      retry, record.ctime, record.etime, self._known_holders(record.delivered))
-        if retry:
-            job.flags = FLAG_BCAST_QUEUED | FLAG_BCAST_WILLQUEUE
-            # now + (delay + retry) s + Clock.jitter(TIME_ERROR_MS), inlined
-            job.qtime = (now + (record.delay + retry) * 1000
-                         + int(self._uniform() * TIME_ERROR_MS) - TIME_ERROR_MS // 2)
-        else:
-            job.flags = FLAG_BCAST_QUEUED
-        job.nacks, job.deliveries = record.nacks, record.deliveries
-        self.register(job)
-        self.update_awake(job)
-        if persist:
-            self.persist_job(job)
-        return job
-
-    def _known_holders(self, delivered) -> tuple:
-        """The nodes of `delivered` this node knows (itself included), as
-        the shared ID objects of node_ids."""
-        holders = tuple(map(self.node_ids.get, delivered))
-        if None in holders:
-            holders = tuple(node for node in holders if node is not None)
-        return holders
-
-    def _learn_holders(self, job: Job, delivered) -> None:
-        extra = [node for node in self._known_holders(delivered) if node not in job.delivered]
-        if extra and job.delivered:
-            job.delivered = job.delivered + tuple(extra)
-
-    def on_gotjob(self, sender: bytes, mflags: int, job_id: bytes, aux: int) -> None:
-        job = self.jobs.get(job_id)
-        if job is None or job.state != WAIT_REPL:
-            return
-        extra = self.more(job)
-        rtt = self._now_ms() - extra.repl_added_at      # since it last asked
-        self.repl_rtt_ms += (rtt - self.repl_rtt_ms) / RTT_SMOOTHING
-        confirmed = extra.confirmed
-        confirmed.add(sender)
-        if len(confirmed) >= job.repl:
-            self.replication_achieved(job)
+    # REPLJOB (on_repljob), GOTJOB (on_gotjob) and sending REPLJOB
+    # (replicate) are every replicated job's cost: NodeCore runs them in C
+    # (engine/copies.pxi).
 
     def on_enqueue_message(self, sender: bytes, mflags: int, job_id: bytes, delay: int) -> None:
         """ENQUEUE: the producer kept no copy and asks us to queue it first."""

@@ -31,8 +31,8 @@ from disque_py.engine._core import (CONSTANTS, HOT_COMMANDS, PAUSE_STATE_NAMES, 
                                     CommandCore, ConnectionBase, IdGenerator, Job, JobQueue,
                                     JobTable, NodeCore, Queue, RequestParser, ServerCore,
                                     SessionCore, StatsCore, is_at_most_once_id, is_valid_id,
-                                    new_job, parse_int, parse_strict_int, render_jobs,
-                                    run_hot)
+                                    new_job, pack_job, parse_int, parse_strict_int,
+                                    render_jobs, run_hot, serialize_job, unpack_job)
 
 BUCKET_MS = CONSTANTS["BUCKET_MS"]      # the awake schedule's resolution
 PAUSED_IN = CONSTANTS["PAUSED_IN"]      # queue pause flags
@@ -43,5 +43,5 @@ __all__ = ["BUCKET_MS", "CONSTANTS", "HOT_COMMANDS", "PAUSED_ALL", "PAUSED_IN", 
            "PAUSE_STATE_NAMES", "REMOVED_BEFORE_COPIES", "STATE_NAMES", "AwakeSchedule",
            "CommandCore", "ConnectionBase", "IdGenerator", "Job", "JobQueue", "JobTable",
            "NodeCore", "Queue", "RequestParser", "ServerCore", "SessionCore", "StatsCore",
-           "is_at_most_once_id", "is_valid_id", "new_job", "parse_int", "parse_strict_int",
-           "render_jobs", "run_hot"]
+           "is_at_most_once_id", "is_valid_id", "new_job", "pack_job", "parse_int",
+           "parse_strict_int", "render_jobs", "run_hot", "serialize_job", "unpack_job"]

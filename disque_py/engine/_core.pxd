@@ -219,6 +219,11 @@ cdef class NodeCore:
     cdef public int64_t _last_ctime
     cdef bint _real_clock
     cdef uint64_t _rng_state
+    cdef public dict node_ids              # every known node ID -> the one shared object
+    cdef public double repl_rtt_ms         # recent REPLJOB -> GOTJOB round trip
+    cdef bytes _holders_seen               # copies.pxi's last holder list, as wire bytes ...
+    cdef object _holders_seen_in           # ... resolved against this node_ids ...
+    cdef tuple _holders_known              # ... to these IDs
 
     cdef int64_t now_ms(self) except? -1
     cdef int64_t jitter(self, int64_t spread_ms) noexcept

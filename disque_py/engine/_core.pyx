@@ -10,6 +10,8 @@
 #   schedule.pxi  the awake schedule: every job's next timer
 #   queue.pxi     queues: jobs in delivery order, and each queue's state
 #   node.pxi      NodeCore: the node's jobs and the job lifecycle
+#   wire.pxi      a job's bytes on the bus and in the AOF
+#   copies.pxi    copies between nodes: REPLJOB, GOTJOB, adopting a copy
 #   resp.pxi      the request parser and the reply buffer
 #   hot.pxi       the hot commands: parsed, run and answered in C
 #   server.pxi    the server and session state those read, as C fields
@@ -20,7 +22,7 @@
 # these types); nothing here makes a reference cycle.
 
 cimport cython
-from cpython.tuple cimport PyTuple_GET_SIZE
+from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE
 
 include "job.pxi"
 include "ids.pxi"
@@ -28,6 +30,8 @@ include "table.pxi"
 include "schedule.pxi"
 include "queue.pxi"
 include "node.pxi"
+include "wire.pxi"
+include "copies.pxi"
 include "resp.pxi"
 include "hot.pxi"
 include "server.pxi"

@@ -383,7 +383,7 @@ cdef class NodeCore:
         if self.aof_enabled and not external:
             self.effects.append(AofLoadJob(job))
         if extra_copies:
-            self.replicate(job, extra_copies, True)
+            copies_replicate(self, job, extra_copies, True)
         if not keep_copy(external, async_) and PyTuple_GET_SIZE(<object>job.delivered_):
             # No copy here: ask one holder to queue it first.
             self.send(self._rng.choice(job.delivered), MSG_ENQUEUE, (job.id, delay))
@@ -579,6 +579,31 @@ cdef class NodeCore:
                 self.unregister(found)
                 deleted += 1
         return deleted
+
+    # -------------------------------------------------------------- copies
+    # The bodies are in copies.pxi; core/replication.py keeps the policy.
+
+    def replicate(self, Job job, int64_t count, bint noreply):
+        return copies_replicate(self, job, count, noreply)
+
+    def on_repljob(self, bytes sender, int mflags, list jobs):
+        copies_on_repljob(self, sender, mflags, jobs)
+
+    def on_gotjob(self, bytes sender, int mflags, bytes job_id, aux):
+        copies_on_gotjob(self, sender, job_id)
+
+    def adopt_record(self, record, int64_t now, int state=ACTIVE, bint persist=True):
+        """A parsed job (core/job.py's JobRecord: from YOURJOBS or the AOF)
+        becomes a local job."""
+        cdef WireJob wire
+        data = pack_job(*record)
+        parse_wire(PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data), &wire)
+        return copies_adopt(self, &wire, self.queues.get(record.queue), now, state, persist)
+
+    def learn_holders(self, Job job, tuple delivered):
+        """Add the holders a peer names that this node knows and `job` lacks."""
+        nodes = b"".join(delivered)
+        copies_learn_holders(self, job, PyBytes_AS_STRING(nodes), PyTuple_GET_SIZE(delivered))
 
     cpdef int64_t _next_gc_time(self, int64_t attempts):
         cdef int64_t period = GC_RETRY_MIN_PERIOD_MS << attempts

@@ -1,0 +1,155 @@
+# Copies of jobs between nodes: what every replicated job pays, compiled.
+#
+# The producer's REPLJOBs (replicate), a holder's copy made straight from
+# the REPLJOB's bytes and its GOTJOB (on_repljob), and the producer's count
+# of confirmed copies (on_gotjob). NodeCore exposes them under the names
+# and signatures core/replication.py calls and dispatches to; the policy
+# around them (waiting for copies, asking one more node, giving up,
+# queueing once the copies exist) stays in Python there.
+
+from disque_py.cluster.messages import GOTJOB, MSG_NOREPLY, REPLJOB
+from disque_py.core.effects import ToPeer
+
+cdef enum:
+    RTT_SMOOTHING = 8              # the round trip is an average over about that many copies
+
+cdef object _new_tuple = tuple.__new__
+
+
+cdef inline object _to_peer(bytes node_id, int kind, object item, int mflags):
+    return _new_tuple(ToPeer, (node_id, kind, item, mflags))
+
+
+cdef int64_t copies_replicate(NodeCore node, Job job, int64_t count, bint noreply) except -1:
+    """Add up to `count` new holders, chosen at random among the linked
+    peers, and (re)send REPLJOB to every holder that has not confirmed.
+    Returns how many holders were added."""
+    cdef tuple delivered = <tuple>job.delivered_
+    cdef int64_t added = 0
+    cdef int mflags = MSG_NOREPLY if noreply else 0
+    if count > 0:
+        candidates = [peer for peer in node.reachable if peer not in delivered]
+        if len(candidates) > count:
+            candidates = node._rng.sample(candidates, count)
+        added = len(candidates)
+        if added:
+            delivered = delivered + tuple(candidates)
+            job.delivered = delivered
+    payload = serialize(job, node.now_ms() // 1000)
+    extra = node.extras.get(job) if node.extras else None
+    confirmed = extra.confirmed if extra is not None else None
+    me, append = node.id, node.effects.append
+    for node_id in delivered:
+        if node_id == me:
+            continue
+        if confirmed is not None and node_id in confirmed:
+            # It has its copy: only new holders are worth telling it, unanswered.
+            if added:
+                append(_to_peer(node_id, REPLJOB, payload, MSG_NOREPLY))
+            continue
+        append(_to_peer(node_id, REPLJOB, payload, mflags))
+    return added
+
+
+cdef int copies_on_repljob(NodeCore node, bytes sender, int mflags, list jobs) except -1:
+    """REPLJOB: keep a copy and confirm it. A node that is leaving or short
+    of memory takes no new copy, but still learns the holders of jobs it has
+    (a job that moved tells its holders this way). A malformed job ends the
+    frame: nothing after it is trusted."""
+    cdef bint take_new = not (node.leaving or node.used_memory > node.memory_warn_at)
+    cdef bint reply = not mflags & MSG_NOREPLY
+    cdef int64_t now = node.now_ms()
+    cdef WireJob wire
+    cdef Job job
+    append = node.effects.append
+    for data in jobs:
+        try:
+            parse_wire(PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data), &wire)
+        except ValueError:
+            return 0
+        wire.etime += now // 1000
+        job = node.jobs.find(wire.id)
+        if job is not None:
+            copies_learn_holders(node, job, wire.nodes, wire.node_count)
+        elif not take_new:
+            continue
+        else:
+            q = node.queues.get(PyBytes_FromStringAndSize(wire.queue, wire.queue_len))
+            if q is not None and (<Queue>q).flags & PAUSED_IN:
+                continue
+            job = copies_adopt(node, &wire, q, now, ACTIVE, True)
+        if reply:
+            append(_to_peer(sender, GOTJOB, (job.id, 0), 0))
+    return 0
+
+
+cdef Job copies_adopt(NodeCore node, WireJob* wire, object q, int64_t now, int state,
+                      bint persist):
+    """A copy received from a peer (or read from the AOF) becomes a local job."""
+    cdef Job job
+    queue = (<Queue>q).name if q is not None else \
+        PyBytes_FromStringAndSize(wire.queue, wire.queue_len)
+    job = make_job(wire.id, queue, wire.body, wire.body_len, wire.body != NULL, state,
+                   wire.repl, wire.delay, wire.retry, wire.ctime, wire.etime,
+                   copies_known_holders(node, wire.nodes, wire.node_count))
+    if wire.retry:
+        job.flags = FLAG_BCAST_QUEUED | FLAG_BCAST_WILLQUEUE
+        job.qtime = now + (wire.delay + wire.retry) * 1000 + node.jitter(TIME_ERROR_MS)
+    else:
+        job.flags = FLAG_BCAST_QUEUED
+    job.nacks, job.deliveries = wire.nacks, wire.deliveries
+    node.register(job)
+    node.update_awake(job)
+    if persist:
+        node.persist_job(job)
+    return job
+
+
+cdef tuple copies_known_holders(NodeCore node, const char* nodes, Py_ssize_t count):
+    """The holders of a wire job that this node knows (itself included), as
+    the shared ID objects of node_ids. Copies come in runs with the same
+    holders: the last answer is kept for the next."""
+    cdef Py_ssize_t i
+    cdef dict known = node.node_ids
+    cdef bytes last = node._holders_seen
+    if known is node._holders_seen_in and last is not None and \
+            PyBytes_GET_SIZE(last) == count * NODE_ID_LEN and \
+            memcmp(PyBytes_AS_STRING(last), nodes, count * NODE_ID_LEN) == 0:
+        return node._holders_known
+    holders = []
+    for i in range(count):
+        found = known.get(PyBytes_FromStringAndSize(nodes + i * NODE_ID_LEN, NODE_ID_LEN))
+        if found is not None:
+            holders.append(found)
+    node._holders_seen = PyBytes_FromStringAndSize(nodes, count * NODE_ID_LEN)
+    node._holders_seen_in = known
+    node._holders_known = tuple(holders)
+    return node._holders_known
+
+
+cdef int copies_learn_holders(NodeCore node, Job job, const char* nodes,
+                              Py_ssize_t count) except -1:
+    cdef tuple delivered = <tuple>job.delivered_
+    if not delivered:
+        return 0
+    extra = [holder for holder in copies_known_holders(node, nodes, count)
+             if holder not in delivered]
+    if extra:
+        job.delivered = delivered + tuple(extra)
+    return 0
+
+
+cdef int copies_on_gotjob(NodeCore node, bytes sender, bytes job_id) except -1:
+    """GOTJOB: one more confirmed copy; enough of them answer the producer."""
+    job = node.jobs.get(job_id)
+    if job is None or (<Job>job).state != WAIT_REPL:
+        return 0
+    extra = node.extras.get(job)
+    if extra is None:
+        return 0
+    node.repl_rtt_ms += (node.now_ms() - extra.repl_added_at - node.repl_rtt_ms) / RTT_SMOOTHING
+    confirmed = extra.confirmed
+    confirmed.add(sender)
+    if len(confirmed) >= (<Job>job).repl:
+        node.replication_achieved(job)
+    return 0

@@ -1,0 +1,185 @@
+# A job's bytes: on the cluster bus (REPLJOB, YOURJOBS) and in the AOF.
+#
+#   40 bytes ID, u8 state, u8 flags, u16 repl, u64 ctime, i64 expire time,
+#   u32 delay, u32 retry, u16 nacks, u16 additional deliveries,
+#   u32 queue name length + name, u32 body length + body (NO_BODY for an
+#   ack without body), u16 node count + 40-byte node IDs that may have it.
+#
+# Integers are big-endian. For a message the expire time is the TTL left
+# (seconds, at least 1), so nodes need not agree on the clock, and the
+# DELIVERED flag (a fact about this node) is not sent; on disk the expire
+# time is absolute. One packer and one parser, in C: a replica makes its
+# copy straight from the parsed fields, with no Python record between.
+
+cdef enum:
+    WIRE_FIXED = 76                # the fields before the queue name
+    NO_BODY = 0xFFFFFFFF
+    COUNTER_MAX = 0xFFFF
+
+
+cdef struct WireJob:
+    const char* id
+    int state
+    int flags
+    int repl
+    uint64_t ctime
+    int64_t etime
+    uint32_t delay
+    uint32_t retry
+    uint32_t nacks
+    uint32_t deliveries
+    const char* queue
+    Py_ssize_t queue_len
+    const char* body               # NULL: no body (a dummy ack)
+    Py_ssize_t body_len
+    const char* nodes              # node_count x 40 bytes
+    Py_ssize_t node_count
+
+
+cdef inline uint64_t _get_be(const char* at, int size) noexcept:
+    cdef uint64_t value = 0
+    cdef int i
+    for i in range(size):
+        value = (value << 8) | (<const unsigned char*>at)[i]
+    return value
+
+
+cdef inline char* _put_be(char* at, uint64_t value, int size) noexcept:
+    cdef int i
+    for i in range(size - 1, -1, -1):
+        at[i] = <char>(value & 0xFF)
+        value >>= 8
+    return at + size
+
+
+cdef int parse_wire(const char* data, Py_ssize_t size, WireJob* job) except -1:
+    """Read a serialized job; ValueError on anything malformed."""
+    cdef Py_ssize_t pos = WIRE_FIXED
+    cdef uint64_t body_len
+    if size < WIRE_FIXED:
+        raise ValueError("truncated job")
+    job.id = data
+    job.state = <unsigned char>data[40]
+    job.flags = <unsigned char>data[41]
+    job.repl = <int>_get_be(data + 42, 2)
+    job.ctime = _get_be(data + 44, 8)
+    job.etime = <int64_t>_get_be(data + 52, 8)
+    job.delay = <uint32_t>_get_be(data + 60, 4)
+    job.retry = <uint32_t>_get_be(data + 64, 4)
+    job.nacks = <uint32_t>_get_be(data + 68, 2)
+    job.deliveries = <uint32_t>_get_be(data + 70, 2)
+    job.queue_len = <Py_ssize_t>_get_be(data + 72, 4)
+    if job.queue_len > size - pos - 4:
+        raise ValueError("job length does not match its fields")
+    job.queue = data + pos
+    pos += job.queue_len
+    body_len = _get_be(data + pos, 4)
+    pos += 4
+    if body_len == NO_BODY:
+        job.body, job.body_len = NULL, 0
+    else:
+        if <Py_ssize_t>body_len > size - pos - 2:
+            raise ValueError("job length does not match its fields")
+        job.body, job.body_len = data + pos, <Py_ssize_t>body_len
+        pos += job.body_len
+    if size - pos < 2:
+        raise ValueError("truncated job")
+    job.node_count = <Py_ssize_t>_get_be(data + pos, 2)
+    pos += 2
+    job.nodes = data + pos
+    if size - pos != job.node_count * NODE_ID_LEN:
+        raise ValueError("job length does not match its fields")
+    if not id_is_valid(job.id, JOB_ID_LEN) or job.state > ACKED:
+        raise ValueError("bad job ID or state")
+    return 0
+
+
+cdef bytes pack_wire(const char* job_id, int state, int flags, int repl, uint64_t ctime,
+                     int64_t etime, uint32_t delay, uint32_t retry, uint32_t nacks,
+                     uint32_t deliveries, const char* queue, Py_ssize_t queue_len,
+                     const char* body, Py_ssize_t body_len, tuple delivered):
+    """A serialized job (body NULL: none)."""
+    cdef Py_ssize_t node_count = PyTuple_GET_SIZE(delivered), i
+    cdef Py_ssize_t size = WIRE_FIXED + queue_len + 4 + body_len + 2 + node_count * NODE_ID_LEN
+    cdef bytes out = PyBytes_FromStringAndSize(NULL, size)
+    cdef char* at = PyBytes_AS_STRING(out)
+    memcpy(at, job_id, JOB_ID_LEN)
+    at += JOB_ID_LEN
+    at = _put_be(at, state, 1)
+    at = _put_be(at, flags, 1)
+    at = _put_be(at, repl, 2)
+    at = _put_be(at, ctime, 8)
+    at = _put_be(at, <uint64_t>etime, 8)
+    at = _put_be(at, delay, 4)
+    at = _put_be(at, retry, 4)
+    at = _put_be(at, nacks if nacks < COUNTER_MAX else COUNTER_MAX, 2)
+    at = _put_be(at, deliveries if deliveries < COUNTER_MAX else COUNTER_MAX, 2)
+    at = _put_be(at, queue_len, 4)
+    memcpy(at, queue, queue_len)
+    at += queue_len
+    at = _put_be(at, NO_BODY if body == NULL else body_len, 4)
+    if body != NULL:
+        memcpy(at, body, body_len)
+        at += body_len
+    at = _put_be(at, node_count, 2)
+    for i in range(node_count):
+        node = <object>PyTuple_GET_ITEM(delivered, i)
+        if PyBytes_GET_SIZE(node) != NODE_ID_LEN:
+            raise ValueError("a node ID has 40 bytes")
+        memcpy(at, PyBytes_AS_STRING(node), NODE_ID_LEN)
+        at += NODE_ID_LEN
+    return out
+
+
+cdef bytes serialize(Job job, int64_t now_s):
+    """The job's bytes; now_s >= 0: for a message (relative expire time)."""
+    cdef int flags = job.flags
+    cdef int64_t etime = job.etime
+    cdef const char* queue = b""
+    cdef Py_ssize_t queue_len = 0
+    if now_s >= 0:
+        etime = etime - now_s + 1
+        if etime < 1:
+            etime = 1
+        flags &= ~FLAG_DELIVERED
+    if job.queue_ != NULL:
+        queue, queue_len = PyBytes_AS_STRING(<object>job.queue_), \
+            PyBytes_GET_SIZE(<object>job.queue_)
+    return pack_wire(job.id_, job.state, flags, job.repl, job.ctime, etime, job.delay,
+                     job.retry, job.nacks, job.deliveries, queue, queue_len, job.body_,
+                     job.body_len, <tuple>job.delivered_)
+
+
+def serialize_job(Job job, now_s=None):
+    """The job's bytes; with `now_s`, for a message (relative expire time)."""
+    return serialize(job, -1 if now_s is None else now_s)
+
+
+def pack_job(bytes job_id, int state, int flags, int repl, uint64_t ctime, int64_t etime,
+             uint32_t delay, uint32_t retry, uint32_t nacks, uint32_t deliveries,
+             bytes queue, body, tuple delivered):
+    """A job's bytes from its fields (a parsed job written again)."""
+    if PyBytes_GET_SIZE(job_id) != JOB_ID_LEN:
+        raise ValueError("a job ID has 40 bytes")
+    return pack_wire(PyBytes_AS_STRING(job_id), state, flags, repl, ctime, etime, delay, retry,
+                     nacks, deliveries, PyBytes_AS_STRING(queue), PyBytes_GET_SIZE(queue),
+                     NULL if body is None else PyBytes_AS_STRING(body),
+                     0 if body is None else PyBytes_GET_SIZE(body), delivered)
+
+
+cdef tuple _node_tuple(const char* nodes, Py_ssize_t count):
+    return tuple([PyBytes_FromStringAndSize(nodes + i * NODE_ID_LEN, NODE_ID_LEN)
+                  for i in range(count)])
+
+
+def unpack_job(data, now_s=None):
+    """The fields of a serialized job, in JobRecord's order; with `now_s`, a
+    message's relative expire time becomes absolute. ValueError if malformed."""
+    cdef WireJob job
+    cdef bytes raw = data if type(data) is bytes else bytes(data)
+    parse_wire(PyBytes_AS_STRING(raw), PyBytes_GET_SIZE(raw), &job)
+    return (PyBytes_FromStringAndSize(job.id, JOB_ID_LEN), job.state, job.flags, job.repl,
+            job.ctime, job.etime + (0 if now_s is None else now_s), job.delay, job.retry,
+            job.nacks, job.deliveries, PyBytes_FromStringAndSize(job.queue, job.queue_len),
+            None if job.body == NULL else PyBytes_FromStringAndSize(job.body, job.body_len),
+            _node_tuple(job.nodes, job.node_count))
