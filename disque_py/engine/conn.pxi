@@ -7,10 +7,13 @@
 # PAUSE, no MONITOR, authenticated if a password is set), runs the hot
 # commands here, one after the other, replies into one buffer, timing each
 # for INFO commandstats, SLOWLOG and the latency monitor exactly as the
-# Python loop does. At the first command it does not own (another command,
-# one refused before its handler, one that would park, an inline command,
-# a protocol error) it hands that command and the rest of the read, with
-# the replies made so far, to ClientConnection._received, the Python loop.
+# Python loop does. A command that parks (an ADDJOB waiting for its copies,
+# a blocking GETJOB) parks here as it does there (ClientConnection.park,
+# which keeps its place in the reply order), and what the read holds after
+# it goes to the Python loop. At the first command it does not own (another
+# command, one refused before its handler, an inline command, a protocol
+# error) it hands that command and the rest of the read, with the replies
+# made so far, to ClientConnection._received, the Python loop.
 #
 # Fairness: a connection whose read was large yields the event loop after
 # it (reading pauses until the next loop turn), so one client's pipeline
@@ -87,7 +90,7 @@ cdef class ConnectionBase:
         cdef double now, took
         call.session = session
         call.resp3 = session.resp3
-        call.may_park = False
+        call.may_park = True
         while reader.next_command() == PARSE_COMMAND and reader.inline_argv is None:
             argc = reader.argc
             command = server.hot_command(reader.arg(0), reader.arg_size(0))
@@ -110,7 +113,7 @@ cdef class ConnectionBase:
             except DisqueError as error:
                 call.out.write_bytes(error.wire())
                 status = HOT_DONE
-            if status != HOT_DONE:
+            if status == HOT_DECLINE:
                 break
             ran += 1
             if node.ready:
@@ -123,6 +126,9 @@ cdef class ConnectionBase:
             if took >= server.slow_after:
                 server.command_took(command, reader.argv(), took)
             reader.consume()
+            if status == HOT_PARKED:
+                self.park(call.waiter, call.overlaps, call.out.take() if call.out.size else None)
+                break
         server.stats.commands_processed += ran
         if reader.next_command() != PARSE_MORE or reader.error is not None:
             self._received(reader.take_all(), started, call.out.take() if call.out.size else None)
@@ -140,7 +146,10 @@ cdef class ConnectionBase:
                 self.runtime.after_commands()
             finally:
                 self._running = False
-        if self.call.out.size:
+        if not self.call.out.size:
+            if self._order:
+                self._flush_order()           # what was answered before a parked command
+        else:
             payload = self.call.out.take()
             if self._held or server.node.aof_enabled:
                 self.deliver(payload)         # it may wait for the AOF

@@ -241,6 +241,14 @@ class ClientConnection(ConnectionBase, asyncio.Protocol):
         if close_after or session.kill_requested:
             self._close()
 
+    def park(self, waiter, overlaps: bool, ready: bytes | None) -> None:
+        """The fast path parked a command (after `ready`, the replies of the
+        commands before it): what the client sends next waits in `pending`,
+        except the ADDJOBs right behind an overlapping one (_received)."""
+        self._hold_place(waiter, [ready] if ready else [])
+        self.pending = deque()
+        self._overlapping = overlaps
+
     def _hold_place(self, waiter, ready: list) -> None:
         """Keep the parked command's place in the reply order."""
         order = self._order
