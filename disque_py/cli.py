@@ -241,6 +241,15 @@ def server(config_file, port, bind, directory) -> None:
               show_default=True, help="Mean seconds between faults.")
 @click.option("--drain-timeout", type=click.FloatRange(min=1), default=180.0,
               show_default=True, help="Most seconds to wait for every job to be delivered.")
+@click.option("--backlog", type=click.IntRange(0), default=0, show_default=True,
+              help="Jobs added before the faults to a queue no consumer reads until the "
+                   "drain (what re-replication protects).")
+@click.option("--rereplicate/--no-rereplicate", default=True, show_default=True,
+              help="The nodes' rereplicate directive: copy jobs again when holders are lost. "
+                   "With it, a lost job is excused only if REPLICATE nodes were killed at once "
+                   "(without an AOF).")
+@click.option("--pauses/--no-pauses", default=True, show_default=True,
+              help="SIGSTOP/SIGCONT faults besides kill -9 (--no-pauses: kill -9 only).")
 @click.option("--json", "json_path", is_flag=False, flag_value="", metavar="[FILE]",
               type=click.Path(dir_okay=False),
               help="Also write the report as JSON: to FILE, or without FILE to "

@@ -240,6 +240,9 @@ DIRECTIVES: dict[str, Directive] = {d.name: d for d in (
               "TLS versions accepted"),
     Directive("tls-cluster", _YES_NO, False,
               "TLS on the cluster bus: nodes show tls-cert-file, check tls-ca-cert-file"),
+    Directive("rereplicate", _YES_NO, True,
+              "Copy a job again when its holders fail or restart empty, back to its "
+              "REPLICATE level", True),
 )}
 
 _BY_ATTRIBUTE = {name.replace("-", "_"): name for name in DIRECTIVES}

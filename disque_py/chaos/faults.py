@@ -39,6 +39,7 @@ class FaultPlan:
     kill_down_s: tuple[float, float]
     pause_s: tuple[float, float]
     rewrites: bool
+    pauses: bool = True               # False: kill -9 only
 
 
 @dataclass
@@ -101,12 +102,13 @@ class FaultInjector(threading.Thread):
 
     def _next_kind(self) -> str:
         done = {event.kind for event in self.events}
-        for first in (KILL, PAUSE):
+        kinds = (KILL, PAUSE) if self.plan.pauses else (KILL,)
+        for first in kinds:
             if first not in done and self.plan.max_down > 0:
                 return first
         if self.plan.rewrites and self.rng.random() < REWRITE_WEIGHT:
             return REWRITE
-        return self.rng.choice((KILL, PAUSE))
+        return self.rng.choice(kinds)
 
     def _rewrite(self, node: Node) -> None:
         link = Link(node.port, REWRITE_TIMEOUT_S)
@@ -186,6 +188,23 @@ class FaultInjector(threading.Thread):
     def events_between(self, start: float, end: float) -> list[Event]:
         with self._lock:
             return [event for event in self.events if start <= event.at <= end]
+
+    def most_killed_at_once(self, since: float) -> int:
+        """The most nodes killed (or crashed) and not yet restarted at one
+        moment from `since` on (those down at `since` included)."""
+        killed: set[int] = set()
+        most = None
+        with self._lock:
+            for event in self.events:
+                if event.at > since and most is None:
+                    most = len(killed)            # down when it began
+                if event.kind in (KILL, "crash"):
+                    killed.add(event.node)
+                elif event.kind == "restart":
+                    killed.discard(event.node)
+                if most is not None:
+                    most = max(most, len(killed))
+        return len(killed) if most is None else most
 
     def down_at(self, moment: float) -> dict[int, str]:
         """Node -> why it was down (kill, pause, crash) at `moment`, from the record."""

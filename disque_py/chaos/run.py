@@ -1,6 +1,7 @@
 """One chaos run from start to report: the phases and their deadlines.
 
-Owns the order of things. Start N nodes and join them; run producers,
+Owns the order of things. Start N nodes and join them; load the backlog
+(`backlog` jobs that no consumer reads before the drain), if any; run producers,
 consumers and the fault injector for `duration` seconds; stop the faults
 and the producers and bring every node back (restart, SIGCONT) until the
 mesh is whole again; let the consumers drain until every job acknowledged
@@ -28,7 +29,8 @@ from disque_py.chaos.faults import FaultInjector, FaultPlan
 from disque_py.chaos.ledger import Ledger
 from disque_py.chaos.nodes import Crash
 from disque_py.chaos.report import LostJob, Report, verdict_counts
-from disque_py.chaos.workload import Consumer, JobSpec, Producer
+from disque_py.chaos.workload import (BACKLOG_PRODUCER_BASE, BACKLOG_QUEUE, Consumer, JobSpec,
+                                      Producer)
 
 MESH_TIMEOUT_S = 60.0
 RECOVER_TIMEOUT_S = 60.0
@@ -64,11 +66,16 @@ class ChaosOptions:
     fault_interval: float = 4.0        # mean seconds between faults
     drain_timeout: float = 180.0
     settle_timeout: float = 30.0
+    backlog: int = 0                   # jobs added before the faults, read only by the drain
+    rereplicate: bool = True           # the nodes' `rereplicate` directive
+    pauses: bool = True                # SIGSTOP/SIGCONT faults too (False: kill -9 only)
 
     def settings(self) -> dict:
         return {"nodes": self.nodes, "duration": f"{self.duration:g}s",
                 "replicate": self.replicate, "max-down": self.max_down,
                 "appendonly": "yes (fsync always)" if self.appendonly else "no",
+                "rereplicate": "yes" if self.rereplicate else "no",
+                "backlog": self.backlog, "faults": "kill, pause" if self.pauses else "kill",
                 "producers": self.producers, "consumers": self.consumers,
                 "rate": f"{self.rate:g}/s", "retry": f"{self.retry}s",
                 "node-timeout": f"{self.node_timeout_ms}ms",
@@ -101,7 +108,8 @@ class Run:
         return Path(tempfile.mkdtemp(prefix=f"chaos-{self.options.seed}-", dir=parent))
 
     def _server_args(self) -> list[str]:
-        args = ["--cluster-node-timeout", str(self.options.node_timeout_ms)]
+        args = ["--cluster-node-timeout", str(self.options.node_timeout_ms),
+                "--rereplicate", "yes" if self.options.rereplicate else "no"]
         if self.options.appendonly:
             args += ["--appendonly", "yes", "--appendfsync", "always"]
         return args
@@ -114,6 +122,9 @@ class Run:
         self.fleet.start(MESH_TIMEOUT_S)
         self.echo(f"chaos: cluster formed on ports {self.fleet.ports}")
         self._phase("setup")
+        if self.options.backlog:
+            self._load_backlog()
+            self._phase("backlog")
         producers, consumers = self._start_workers()
         injector = FaultInjector(self.fleet.nodes, self._plan(), self._rng())
         self.injector = injector
@@ -145,11 +156,34 @@ class Run:
 
     def _plan(self) -> FaultPlan:
         return FaultPlan(self.options.max_down, self.options.fault_interval, KILL_DOWN_S,
-                         PAUSE_S, rewrites=self.options.appendonly)
+                         PAUSE_S, rewrites=self.options.appendonly, pauses=self.options.pauses)
+
+    def _spec(self) -> JobSpec:
+        o = self.options
+        return JobSpec(o.replicate, o.retry, int(o.duration + o.drain_timeout) + TTL_MARGIN_S)
+
+    def _load_backlog(self) -> None:
+        """`backlog` jobs into BACKLOG_QUEUE, as fast as the nodes take them,
+        before any fault (consumers leave that queue alone until the drain)."""
+        o = self.options
+        count = o.producers
+        loaders = [Producer(BACKLOG_PRODUCER_BASE + n, o.seed, None, self._spec(),
+                            queues=(BACKLOG_QUEUE,),
+                            limit=o.backlog // count + (n < o.backlog % count),
+                            rng=self._rng(), ports=self.fleet.ports, ledger=self.ledger)
+                   for n in range(count)]
+        self.threads = list(loaders)
+        for loader in loaders:
+            loader.start()
+        for loader in loaders:
+            loader.join()
+        self._check_errors(loaders)
+        self.echo(f"chaos: backlog of {o.backlog} jobs loaded in {BACKLOG_QUEUE} "
+                  f"({self.ledger.progress()['added']} acknowledged)")
 
     def _start_workers(self) -> tuple[list[Producer], list[Consumer]]:
         o = self.options
-        spec = JobSpec(o.replicate, o.retry, int(o.duration + o.drain_timeout) + TTL_MARGIN_S)
+        spec = self._spec()
         common = dict(ports=self.fleet.ports, ledger=self.ledger)
         producers = [Producer(n, o.seed, o.rate / o.producers, spec, rng=self._rng(), **common)
                      for n in range(o.producers)]
@@ -243,9 +277,15 @@ class Run:
 
     def _lost_job(self, record) -> LostJob:
         excused = ""
-        killed = self.injector.kills_after(record.added_at)
-        if not self.options.appendonly and len(killed) >= self.options.replicate:
-            excused = f"no AOF, {len(killed)} node(s) killed after it was added"
+        if self.options.rereplicate:
+            # Copies heal: only REPLICATE nodes down at once can take every copy.
+            at_once = self.injector.most_killed_at_once(record.added_at)
+            if not self.options.appendonly and at_once >= self.options.replicate:
+                excused = f"no AOF, {at_once} node(s) killed at once after it was added"
+        else:
+            killed = self.injector.kills_after(record.added_at)
+            if not self.options.appendonly and len(killed) >= self.options.replicate:
+                excused = f"no AOF, {len(killed)} node(s) killed after it was added"
         faults = self._faults_text(record.added_at - FAULT_CONTEXT_S, time.monotonic())
         return LostJob(record.job_id, record.body, record.queue,
                        record.added_at - self.started, excused,

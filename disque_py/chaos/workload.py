@@ -7,7 +7,10 @@ GETJOB to a random node, records every job it gets, then NACKs a few (they
 come back at once), sends WORKING for some, and ACKJOBs the rest on the same
 node or another one, trying other nodes when the ack gets no answer. Nodes
 that are down cost a refused connection or a socket timeout; the thread then
-picks another node. Each thread has its own random generator drawn from the
+picks another node. A backlog (`--backlog N`) is loaded before the faults by
+producers that add as fast as the nodes answer, into BACKLOG_QUEUE, which
+consumers read only once they drain: jobs that sit unconsumed through every
+fault, what re-replication is for. Each thread has its own random generator drawn from the
 run's seed; thread timing still makes runs differ.
 """
 
@@ -22,6 +25,8 @@ from disque_py.chaos.ledger import Delivery, Ledger, job_body
 from disque_py.chaos.link import LinkError, Links, NoAnswer, NotSent, Refused
 
 QUEUES = ("chaos-a", "chaos-b", "chaos-c")
+BACKLOG_QUEUE = "chaos-backlog"
+BACKLOG_PRODUCER_BASE = 1000      # backlog producers' numbers (their bodies differ)
 ADDJOB_TIMEOUT_MS = 5000
 GETJOB_TIMEOUT_MS = 1000
 GETJOB_COUNT = 10
@@ -77,18 +82,27 @@ class Worker(threading.Thread):
 
 
 class Producer(Worker):
-    def __init__(self, number: int, seed: int, rate: float, spec: JobSpec, **kwargs) -> None:
+    """Adds jobs at `rate` a second (None: as fast as they are answered),
+    `limit` of them (None: until stopped), to random queues of `queues`."""
+
+    def __init__(self, number: int, seed: int, rate: float | None, spec: JobSpec,
+                 queues: tuple = QUEUES, limit: int | None = None, **kwargs) -> None:
         super().__init__(f"producer{number}", socket_timeout=PRODUCER_SOCKET_TIMEOUT_S,
                          **kwargs)
         self.number, self.seed, self.spec = number, seed, spec
-        self.interval = 1.0 / rate
+        self.queues, self.limit = queues, limit
+        self.interval = 1.0 / rate if rate else 0.0
         self.next_at = time.monotonic()
         self.sent = 0
 
     def step(self) -> None:
-        self._pace()
+        if self.limit is not None and self.sent >= self.limit:
+            self.stopping.set()
+            return
+        if self.interval:
+            self._pace()
         body = job_body(self.seed, self.number, self.sent, BODY_SIZE)
-        queue = self.rng.choice(QUEUES)
+        queue = self.rng.choice(self.queues)
         self.sent += 1
         node = self.random_node()
         for attempt in range(NOT_SENT_ATTEMPTS):   # never sent: safe to try another node
@@ -132,9 +146,10 @@ class Consumer(Worker):
     def step(self) -> None:
         node = self.random_node()
         asked_at = time.monotonic()
+        queues = QUEUES + (BACKLOG_QUEUE,) if self.draining.is_set() else QUEUES
         try:
             jobs = self.links.call(node, "GETJOB", "TIMEOUT", GETJOB_TIMEOUT_MS,
-                                   "COUNT", GETJOB_COUNT, "FROM", *QUEUES)
+                                   "COUNT", GETJOB_COUNT, "FROM", *queues)
         except NotSent:
             self.stopping.wait(DOWN_NODE_BACKOFF_S)
             return

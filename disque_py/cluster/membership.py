@@ -13,6 +13,21 @@ their PFAIL/FAIL views in gossip; when this node sees it as PFAIL and the
 reports plus itself reach a majority of the cluster size, it flags it FAIL
 and tells everyone (FAIL message). A node that answers again is cleared.
 
+Start epochs (for the job core's re-replication, core/healing.py): every
+node has one, chosen at start (the server keeps it when it loaded its jobs
+from an AOF, else draws a new one). A node sets SPEAKS_EPOCH in the node
+flags of every header it sends; a node answering a PING or MEET whose
+header has that bit sends EPOCH right after its PONG, on the same link. So
+each node learns a peer's epoch from the answer to its own PING (every
+link that comes up starts with one), and a node that never set the bit (an
+older version, which would reject the unknown message type) is never sent
+EPOCH. A peer whose epoch changed restarted without its jobs. A node also
+asks each peer once (MSG_WANT_EPOCHS on its PING) for the epochs that
+peer heard from the others, and keeps them as hints for the nodes it has
+not heard from itself yet: a node that just started (empty) learns what
+epoch a node that is still down had, and so can tell, when that node comes
+back, whether it restarted empty meanwhile.
+
 Links: each node keeps one outgoing connection to every other node and
 sends its PINGs there; PONGs come back on it. Connections others opened to
 us (inbound) are answered on the same connection. The bus reports link
@@ -32,6 +47,11 @@ from disque_py.core.effects import Connect, DropLink, ReplyOn, SaveConfig, Send
 
 # Node flags (LEAVING travels in message headers, the rest in gossip).
 PFAIL, FAIL, MYSELF, HANDSHAKE, NOADDR, MEET, LEAVING = 1, 2, 4, 8, 16, 32, 128
+# Header-only bits: what the sender's version understands (never stored in a
+# node's flags, so never gossiped nor written to nodes.conf). Nodes before
+# these bits ignore them (on_heartbeat reads only LEAVING).
+SPEAKS_EPOCH = 256    # answer my PINGs with EPOCH
+HEADER_CAPABILITIES = SPEAKS_EPOCH
 FLAG_NAMES = ((MYSELF, "myself"), (PFAIL, "fail?"), (FAIL, "fail"), (HANDSHAKE, "handshake"),
               (NOADDR, "noaddr"), (LEAVING, "leaving"))
 FLAGS_BY_NAME = {name: flag for flag, name in FLAG_NAMES}
@@ -51,7 +71,8 @@ PING_RANDOM_SAMPLE = 5
 class ClusterNode:
     __slots__ = ("id", "ip", "port", "flags", "ctime", "ping_sent", "pong_received",
                  "data_received", "fail_time", "fail_reports", "linked", "link_since",
-                 "connecting", "next_connect", "backoff", "link_generation")
+                 "connecting", "next_connect", "backoff", "link_generation", "epoch",
+                 "epoch_hint", "epochs_asked")
 
     def __init__(self, node_id: bytes, ip: str, port: int, flags: int, now: int) -> None:
         self.id = node_id
@@ -73,6 +94,9 @@ class ClusterNode:
         # a connect started before that (to an old address, for a node since
         # forgotten) is stale and ignored.
         self.link_generation = 0
+        self.epoch = 0               # its start epoch, from its EPOCH (0: not known)
+        self.epoch_hint = 0          # ... as another node heard it (until we hear it)
+        self.epochs_asked = False    # it answered our MSG_WANT_EPOCHS
 
     @property
     def flag_names(self) -> str:
@@ -121,12 +145,15 @@ class Membership:
         self.messages_received = 0
         self.ticks = 0
         self._rng = random.Random()
+        self.epoch = 0               # this node's start epoch (set before the bus starts)
+        self.capabilities = HEADER_CAPABILITIES
 
     # ------------------------------------------------------------ queries
 
     def header(self, kind: int, mflags: int = 0) -> msg.Header:
         me = self.myself
-        return msg.Header(kind, me.id, me.port, me.flags & LEAVING, mflags)
+        return msg.Header(kind, me.id, me.port, (me.flags & LEAVING) | self.capabilities,
+                          mflags)
 
     def peers(self) -> list[ClusterNode]:
         return [node for node in self.nodes.values() if node is not self.myself]
@@ -248,6 +275,10 @@ class Membership:
                 self.nodes[node.id] = node
                 self._changed()
             self.effects.append(ReplyOn(link, msg.PONG, self._heartbeat_body()))
+            if header.flags & SPEAKS_EPOCH and self.epoch:
+                others = self._known_epochs(header.sender) \
+                    if header.mflags & msg.MSG_WANT_EPOCHS else []
+                self.effects.append(ReplyOn(link, msg.EPOCH, msg.Epoch(self.epoch, others)))
         if via is not None and not self._check_link_identity(via, header, peer_ip):
             return
         if sender is not None and kind == msg.PING and not sender.flags & HANDSHAKE:
@@ -287,6 +318,35 @@ class Membership:
             failing.flags = (failing.flags | FAIL) & ~PFAIL
             failing.fail_time = self.clock.now_ms()
             self._changed()
+
+    def on_epoch(self, header: msg.Header, body: msg.Epoch) -> bool:
+        """EPOCH: a peer's start epoch (and hints about others'). True if
+        its own changed (or is new)."""
+        node = self.nodes.get(header.sender)
+        if node is None or node.flags & (HANDSHAKE | MYSELF):
+            return False
+        node.epochs_asked = True         # it answers only our heartbeats, which asked
+        if body.others:
+            for node_id, epoch in body.others:
+                other = self.nodes.get(node_id)
+                if other is not None and not other.epoch and not other.epoch_hint \
+                        and not other.flags & (HANDSHAKE | MYSELF):
+                    other.epoch_hint = epoch
+        if node.epoch == body.epoch:
+            return False
+        node.epoch = body.epoch
+        return True
+
+    def epochs(self) -> dict[bytes, int]:
+        """The start epoch of every peer past its handshake we know one of:
+        as it told us, or else as another node heard it."""
+        return {node.id: node.epoch or node.epoch_hint for node in self.nodes.values()
+                if (node.epoch or node.epoch_hint) and not node.flags & (HANDSHAKE | MYSELF)}
+
+    def _known_epochs(self, asker: bytes) -> list[tuple[bytes, int]]:
+        """(ID, epoch) of the peers that told us theirs, but the asker."""
+        return [(node.id, node.epoch) for node in self.nodes.values()
+                if node.epoch and node.id != asker and not node.flags & (HANDSHAKE | MYSELF)]
 
     def _learn_own_address(self, kind: int, local_ip: str) -> None:
         # Peers reach us at the address they MEET us on: that is our address.
@@ -416,7 +476,8 @@ class Membership:
     def _send_heartbeat(self, node: ClusterNode, kind: int) -> None:
         if kind == msg.PING:
             node.ping_sent = self.clock.now_ms()
-        self.effects.append(Send(node, kind, self._heartbeat_body()))
+        mflags = 0 if node.epochs_asked or not self.capabilities else msg.MSG_WANT_EPOCHS
+        self.effects.append(Send(node, kind, self._heartbeat_body(), mflags))
 
     def _heartbeat_body(self) -> msg.Heartbeat:
         """A gossip sample: a tenth of the nodes, at least 3, failing ones first.

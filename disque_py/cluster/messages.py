@@ -14,12 +14,24 @@ fixed header, then the message body:
     GOTJOB ENQUEUE QUEUED WORKING SETACK WILLQUEUE GOTACK DELJOB
                          u32 count, count x (40 bytes job ID, u32 aux)
     NEEDJOBS / PAUSE     u32 aux, u32 queue name length, queue name
+    EPOCH                u64 the sender's start epoch, u16 count,
+                         count x (40 bytes node ID, u64 its start epoch)
 
 Job messages carry lists so that one frame can batch what a node has for a
 peer in one event-loop turn. decode() checks size and shape completely
 (lengths add up, IDs are well formed, counts are bounded) before anything
 is returned; a frame that fails is a BadFrame and is never applied. This
 module never touches a socket: bus.py moves the bytes.
+
+Rolling upgrades: a node rejects a frame of an unknown type (and trailing
+bytes), but ignores header node-flag bits it does not know. So whatever a
+newer version adds to the bus is announced first by a header bit, and sent
+only to the nodes whose headers carry it. EPOCH (a node's start epoch,
+which changes whenever it starts without loading jobs from an AOF: its
+copies are gone) is sent only as an answer to a PING or MEET whose header
+has SPEAKS_EPOCH (membership.py), right after the PONG; the epochs the
+sender knows of other nodes come along when the PING asked for them
+(MSG_WANT_EPOCHS, a message flag older nodes ignore on a heartbeat).
 """
 
 from __future__ import annotations
@@ -37,6 +49,8 @@ U16 = struct.Struct(">H")
 U32 = struct.Struct(">I")
 ID_AUX = struct.Struct(">40sI")
 QUEUE_OP = struct.Struct(">II")
+U64 = struct.Struct(">Q")
+NODE_EPOCH = struct.Struct(">40sQ")
 
 MAX_FRAME = 600 * 1024 * 1024       # a job body may be up to 512 MB
 MAX_GOSSIP = 1000
@@ -51,15 +65,20 @@ MAX_QUEUE_NAME = 64 * 1024
 PING, PONG, MEET, FAIL = 0, 1, 2, 3
 REPLJOB, GOTJOB, ENQUEUE, QUEUED, SETACK, WILLQUEUE, GOTACK, DELJOB = 4, 5, 6, 7, 8, 9, 10, 11
 NEEDJOBS, YOURJOBS, WORKING, PAUSE = 12, 13, 14, 15
+EPOCH = 16            # only to nodes whose header has membership.SPEAKS_EPOCH
 TYPE_NAMES = {PING: "PING", PONG: "PONG", MEET: "MEET", FAIL: "FAIL", REPLJOB: "REPLJOB",
               GOTJOB: "GOTJOB", ENQUEUE: "ENQUEUE", QUEUED: "QUEUED", SETACK: "SETACK",
               WILLQUEUE: "WILLQUEUE", GOTACK: "GOTACK", DELJOB: "DELJOB",
-              NEEDJOBS: "NEEDJOBS", YOURJOBS: "YOURJOBS", WORKING: "WORKING", PAUSE: "PAUSE"}
+              NEEDJOBS: "NEEDJOBS", YOURJOBS: "YOURJOBS", WORKING: "WORKING", PAUSE: "PAUSE",
+              EPOCH: "EPOCH"}
 
 # Message flags (the u8 after the type).
 MSG_NOREPLY = 1       # REPLJOB: do not answer with GOTJOB
 MSG_INCR_NACKS = 2    # QUEUED: count a NACK
 MSG_INCR_DELIV = 4    # QUEUED: count an additional delivery
+MSG_WANT_EPOCHS = 8   # PING, MEET: answer with the epochs you know of others too
+MSG_DEAD = 8          # QUEUED: it went to its dead-letter queue (older nodes ignore it)
+MSG_REVISED = 16      # REPLJOB: the job changed (QREQUEUE): update the copy (ditto)
 
 _NODE_ID = re.compile(rb"[0-9a-f]{40}\Z")
 # A whole block of (job ID, u32 aux) items, checked in one match.
@@ -127,11 +146,20 @@ class QueueOp:
     aux: int
 
 
+@dataclass(slots=True)
+class Epoch:
+    """EPOCH: the sender's start epoch (a u64, never 0), and those of other
+    nodes it heard from them: (node ID, epoch) pairs."""
+
+    epoch: int
+    others: list[tuple[bytes, int]] = field(default_factory=list)
+
+
 BODY_KIND = {PING: Heartbeat, PONG: Heartbeat, MEET: Heartbeat, FAIL: Fail,
              REPLJOB: Jobs, YOURJOBS: Jobs,
              GOTJOB: JobIds, ENQUEUE: JobIds, QUEUED: JobIds, WORKING: JobIds,
              SETACK: JobIds, WILLQUEUE: JobIds, GOTACK: JobIds, DELJOB: JobIds,
-             NEEDJOBS: QueueOp, PAUSE: QueueOp}
+             NEEDJOBS: QueueOp, PAUSE: QueueOp, EPOCH: Epoch}
 
 
 # ------------------------------------------------------------------ encode
@@ -160,6 +188,10 @@ def encode(header: Header, body) -> bytes:
     elif kind is QueueOp:
         parts.append(QUEUE_OP.pack(body.aux, len(body.queue)))
         parts.append(body.queue)
+    elif kind is Epoch:
+        parts.append(U64.pack(body.epoch))
+        parts.append(U16.pack(len(body.others)))
+        parts.extend(starmap(NODE_EPOCH.pack, body.others))
     else:
         raise TypeError(f"not a bus message body: {kind.__name__}")
     payload_length = sum(map(len, parts))
@@ -272,5 +304,18 @@ def _decode_queue_op(reader: _Reader) -> QueueOp:
     return QueueOp(reader.take(length), aux)
 
 
+def _decode_epoch(reader: _Reader) -> Epoch:
+    (epoch,) = reader.unpack(U64)
+    others = []
+    for _ in range(reader.count(U16, MAX_GOSSIP, NODE_EPOCH.size)):
+        node_id, other = reader.unpack(NODE_EPOCH)
+        if not _NODE_ID.match(node_id) or not other:
+            raise BadFrame("bad node epoch")
+        others.append((node_id, other))
+    if not epoch:
+        raise BadFrame("EPOCH 0")
+    return Epoch(epoch, others)
+
+
 _DECODERS = {Heartbeat: _decode_heartbeat, Fail: _decode_fail, Jobs: _decode_jobs,
-             JobIds: _decode_job_ids, QueueOp: _decode_queue_op}
+             JobIds: _decode_job_ids, QueueOp: _decode_queue_op, Epoch: _decode_epoch}

@@ -3,6 +3,9 @@
 Same layout as Disque's file (which is CLUSTER NODES' output): one line per
 node, `id ip:port flags ping-sent pong-received link-state`, the line of
 this node flagged `myself`. A node restarted with its file keeps its ID.
+A `vars name value ...` line (Disque's own loader skips unknown names, and
+ours skips the line) keeps what is not a node: here the node's start epoch
+(`start-epoch`, see cluster/membership.py).
 Writes go to a temporary file, are fsynced and renamed over the old one, so
 a crash leaves either the old file or the new one, never half of each; a
 write that fails (a full disk) removes its temporary file and raises.
@@ -70,15 +73,34 @@ def load(path: str) -> list[NodeRecord] | None:
     return records
 
 
-def save(path: str, records: list[NodeRecord], faults: DiskFaults | None = None) -> None:
-    """Write the records atomically (temp file, fsync, rename, fsync dir).
-    Raises OSError if that fails; the temporary file is then removed and
-    the old file, if any, is left as it was."""
+def load_vars(path: str) -> dict[str, str]:
+    """The name/value pairs of the file's `vars` lines ({} without any)."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            text = handle.read()
+    except (FileNotFoundError, UnicodeDecodeError):
+        return {}
+    found: dict[str, str] = {}
+    for line in text.splitlines():
+        words = line.split()
+        if words and words[0] == "vars":
+            found.update(zip(words[1::2], words[2::2]))
+    return found
+
+
+def save(path: str, records: list[NodeRecord], faults: DiskFaults | None = None,
+         variables: dict[str, str] | None = None) -> None:
+    """Write the records (and a `vars` line, if any) atomically (temp file,
+    fsync, rename, fsync dir). Raises OSError if that fails; the temporary
+    file is then removed and the old file, if any, is left as it was."""
     directory = os.path.dirname(os.path.abspath(path))
     temp = f"{path}.tmp-{os.getpid()}"
+    text = "".join(record.line() + "\n" for record in records)
+    if variables:
+        text += "vars " + " ".join(f"{name} {value}" for name, value in variables.items()) + "\n"
     try:
         with open(temp, "w", encoding="utf-8") as handle:
-            handle.write("".join(record.line() + "\n" for record in records))
+            handle.write(text)
             handle.flush()
             if faults is not None:
                 faults.check()

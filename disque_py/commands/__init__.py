@@ -21,7 +21,7 @@ from typing import Callable
 
 from disque_py.errors import (NOAUTH_MESSAGE, OOM_MESSAGE, CommandError, DisqueError,
                               MisconfError, NoAuthError, OutOfMemoryError)
-from disque_py.commands import acks, admin, cluster, diagnostics, jobs, queues
+from disque_py.commands import acks, admin, cluster, deadletter, diagnostics, jobs, queues, waits
 from disque_py.engine import CommandCore, HOT_COMMANDS
 
 FLAG_NAMES = (("w", "write"), ("r", "readonly"), ("m", "denyoom"), ("a", "admin"),
@@ -103,6 +103,11 @@ TABLE = (
     ("dequeue", queues.dequeue, -1, "wF"),
     ("working", queues.working, 2, "wF"),
     ("pause", queues.pause, -3, "rF"),
+    # beyond Disque: waiting for completion
+    ("waitjob", waits.waitjob, -2, "rF"),
+    ("qwait", waits.qwait, -2, "r"),
+    # beyond Disque: dead letters
+    ("qrequeue", deadletter.qrequeue, -2, "wF"),
 )
 
 

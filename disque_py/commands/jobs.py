@@ -16,6 +16,7 @@ INVALID_STATE = "Invalid job state name"
 INVALID_REPLY_TYPE = "Invalid REPLY type, try ID or ALL"
 
 # ADDJOB queue job ms-timeout [REPLICATE n] [DELAY s] [RETRY s] [TTL s] [MAXLEN n] [ASYNC]
+#        [BACKOFF base-ms max-ms] [MAXDELIVERIES n [DEADLETTER queue]]
 addjob = compiled("addjob")
 
 
@@ -59,6 +60,20 @@ def job_info(node, job: Job, now_ms: int) -> list:
         b"next-requeue-within", requeue,
         b"next-awake-within", awake,
         b"body", job.body,
+    ] + _options_info(node.options_of(job))
+
+
+def _options_info(options) -> list:
+    """Fields beyond Disque's, after them, for a job that has options."""
+    if options is None:
+        return []
+    return [
+        b"backoff", [options.backoff_base_ms, options.backoff_max_ms]
+        if options.backoff_base_ms else None,
+        b"max-deliveries", options.max_deliveries or None,
+        b"deadletter", options.deadletter,
+        b"dead-reason", options.dead_reason_name,
+        b"dead-from", options.origin,
     ]
 
 

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from disque_py.commands.args import ArgReader, int_or_error, parse_scan_options
 from disque_py.commands.context import compiled
-from disque_py.core.waiters import GETJOB, TIMED_OUT
+from disque_py.commands.waits import render_completion
+from disque_py.core.waiters import COMPLETION_WAITS, GETJOB, TIMED_OUT
 from disque_py.engine import PAUSED_ALL, PAUSED_IN, PAUSED_OUT, PAUSE_STATE_NAMES, render_jobs
 from disque_py.errors import SYNTAX_ERROR, CommandError
 from disque_py.resp import EMPTY_ARRAY, NULL_ARRAY, Raw
@@ -22,7 +23,7 @@ getjob = compiled("getjob")
 qlen = compiled("qlen")
 # ENQUEUE job-id ... job-id
 enqueue = compiled("enqueue")
-# NACK job-id ... job-id
+# NACK job-id ... job-id [DELAY seconds]
 nack = compiled("nack")
 # DEQUEUE job-id ... job-id
 dequeue = compiled("dequeue")
@@ -33,12 +34,15 @@ working = compiled("working")
 def render_outcome(waiter, outcome):
     """The reply for a parked client, from the outcome the core handed back:
     GETJOB gets jobs or a null array on timeout; ADDJOB its job ID as a
-    status reply; either may get an error (LEAVING, NOREPL)."""
+    status reply; either may get an error (LEAVING, NOREPL). WAITJOB and
+    QWAIT are answered by commands/waits.py."""
     if waiter.kind == GETJOB:
         if outcome is TIMED_OUT:
             return NULL_ARRAY
         if isinstance(outcome, list):
             return Raw(render_jobs(outcome, waiter.withcounters))
+    elif waiter.kind in COMPLETION_WAITS:
+        return render_completion(waiter, outcome)
     elif type(outcome) is bytes:
         return Raw(b"+%b\r\n" % outcome)
     return outcome

@@ -12,7 +12,7 @@ anyone until the pause is lifted.
 from __future__ import annotations
 
 from disque_py.cluster import messages as msg
-from disque_py.core.waiters import GETJOB, JOB_REPLICATION, Waiter
+from disque_py.core.waiters import COMPLETION_WAITS, GETJOB, JOB_REPLICATION, Waiter
 from disque_py.engine import PAUSED_ALL, PAUSED_OUT
 from disque_py.errors import LEAVING_MESSAGE, LeavingError
 
@@ -27,9 +27,13 @@ class ConsumerMixin:
         for name in waiter.queues:
             self.queue(name).add_waiter(waiter)
             self.waiting_queues[name] = None
+        self.start_waiting(waiter)
+        return waiter
+
+    def start_waiting(self, waiter: Waiter) -> None:
+        """Count a parked client and arm its deadline; forget_waiter undoes both."""
         self.deadlines.add(waiter)
         self.blocked_clients += 1
-        return waiter
 
     def forget_waiter(self, waiter: Waiter) -> None:
         """Take a waiter off every structure that knows it (idempotent)."""
@@ -38,6 +42,9 @@ class ConsumerMixin:
         waiter.active = False
         self.blocked_clients -= 1
         self.deadlines.discard(waiter)
+        if waiter.kind in COMPLETION_WAITS:
+            self.forget_completion_wait(waiter)
+            return
         queues = self.queues
         for name in waiter.queues:
             q = queues.get(name)

@@ -25,7 +25,8 @@ their lists), so an ACK anywhere reaches the moved copy.
 from __future__ import annotations
 
 from disque_py.cluster import messages as msg
-from disque_py.core.job import ACKED, ACTIVE, FLAG_BCAST_QUEUED, Job, deserialize_jobs, serialize_job
+from disque_py.core.job import (ACKED, ACTIVE, FLAG_BCAST_QUEUED, GONE_MOVED, Job,
+                                deserialize_jobs)
 from disque_py.engine import PAUSED_OUT, Queue
 
 NEEDJOBS_MIN_REQUEST = 5
@@ -126,18 +127,18 @@ class FederationMixin:
             if job.retry and job.delivered and receiver not in job.delivered:
                 job.delivered = job.delivered + (receiver,)
                 self._refresh_holders(job, receiver, now_s)
-            self.send(receiver, msg.YOURJOBS, serialize_job(job, now_s))
+            self.send(receiver, msg.YOURJOBS, self.job_bytes(job, now_s, receiver))
             self.federation.jobs_sent += 1
             if job.retry == 0:
-                self.unregister(job)     # at most once: the only copy moves
+                self.unregister(job, GONE_MOVED)   # at most once: the only copy moves
         if q.interested:
             q.interested.pop(receiver, None)
 
     def _refresh_holders(self, job: Job, receiver: bytes, now_s: int) -> None:
-        payload = serialize_job(job, now_s)
         for node_id in job.delivered:
             if node_id not in (self.id, receiver):
-                self.send(node_id, msg.REPLJOB, payload, msg.MSG_NOREPLY)
+                self.send(node_id, msg.REPLJOB, self.job_bytes(job, now_s, node_id),
+                          msg.MSG_NOREPLY)
 
     def offer_to_interested(self, q: Queue) -> None:
         """Jobs sit in `q` and nobody here waits: push them to a node that

@@ -16,8 +16,9 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from disque_py.engine import (CONSTANTS, STATE_NAMES, IdGenerator, Job, is_at_most_once_id,
-                              is_valid_id, new_job, pack_job, serialize_job, unpack_job)
+from disque_py.engine import (CONSTANTS, DEAD_REASON_NAMES, STATE_NAMES, IdGenerator, Job,
+                              JobOptions, is_at_most_once_id, is_valid_id, new_job, pack_job,
+                              serialize_job, unpack_job)
 
 WAIT_REPL = CONSTANTS["WAIT_REPL"]
 ACTIVE = CONSTANTS["ACTIVE"]
@@ -29,6 +30,10 @@ STATE_BY_NAME = {name: number for number, name in enumerate(STATE_NAMES)}
 FLAG_BCAST_QUEUED = CONSTANTS["FLAG_BCAST_QUEUED"]        # tell others when queued again
 FLAG_BCAST_WILLQUEUE = CONSTANTS["FLAG_BCAST_WILLQUEUE"]  # tell others before re-queueing
 FLAG_DELIVERED = CONSTANTS["FLAG_DELIVERED"]              # handed to a consumer here
+FLAG_HAS_OPTIONS = CONSTANTS["FLAG_HAS_OPTIONS"]          # options beyond Disque (engine)
+FLAG_COUNTED = CONSTANTS["FLAG_COUNTED"]                  # its next re-queue is counted
+FLAG_BACKED_OFF = CONSTANTS["FLAG_BACKED_OFF"]            # BACKOFF pushed its retry back
+DEAD_NONE = CONSTANTS["DEAD_NONE"]
 
 JOB_ID_LEN = CONSTANTS["JOB_ID_LEN"]
 NODE_ID_LEN = CONSTANTS["NODE_ID_LEN"]
@@ -39,9 +44,14 @@ DEFAULT_RETRY_MAX_S = CONSTANTS["DEFAULT_RETRY_MAX_S"]
 GC_RETRY_COUNT_MAX = CONSTANTS["GC_RETRY_COUNT_MAX"]
 JOB_MEMORY_OVERHEAD = CONSTANTS["JOB_MEMORY_OVERHEAD"]     # the memory estimate, per job
 QUEUE_MEMORY_OVERHEAD = CONSTANTS["QUEUE_MEMORY_OVERHEAD"]  # ... and per queue
+# Why a job still open left this node (NodeCore's hooks for core/waits.py).
+GONE_ACKED = CONSTANTS["GONE_ACKED"]
+GONE_DELETED = CONSTANTS["GONE_DELETED"]
+GONE_EXPIRED = CONSTANTS["GONE_EXPIRED"]
+GONE_MOVED = CONSTANTS["GONE_MOVED"]      # an at-most-once job handed to another node
 
-__all__ = ["Job", "IdGenerator", "is_at_most_once_id", "is_valid_id", "new_job",
-           "serialize_job"]
+__all__ = ["DEAD_REASON_NAMES", "Job", "JobOptions", "IdGenerator", "is_at_most_once_id",
+           "is_valid_id", "new_job", "serialize_job"]
 
 
 class JobExtra:
@@ -82,6 +92,7 @@ class JobRecord(NamedTuple):
     queue: bytes
     body: bytes | None
     delivered: tuple
+    options: tuple | None = None      # JobOptions.fields(), for a job that has them
 
 
 def serialize_record(record: JobRecord) -> bytes:

@@ -7,8 +7,10 @@ it keeps). Node adds, as mixins over that state, what concerns other nodes
 or waiting clients: replication.py (copies), acks.py (collecting acks),
 requeue.py (re-queue messages), federation.py (moving jobs to consumers),
 peers.py (the cluster view and the outbox), consumer.py (parked GETJOBs),
-memory.py (the memory policy); and here, the timers: tick() runs what
-the awake schedule says is due, and deadlines of parked clients. The node
+waits.py (parked WAITJOBs and QWAITs),
+memory.py (the memory policy), healing.py (copies made again when holders
+are lost); and here, the timers: tick() runs what the awake schedule says
+is due, deadlines of parked clients, and healing's paced work. The node
 is pure: no asyncio, sockets or files; effects go to `self.effects`.
 """
 
@@ -21,7 +23,9 @@ from disque_py.core.clock import Clock
 from disque_py.core.consumer import ConsumerMixin
 from disque_py.core.effects import Unblock
 from disque_py.core.federation import FederationMixin, FederationStats
-from disque_py.core.job import (ACKED, ACTIVE, FLAG_BCAST_WILLQUEUE, QUEUED,
+from disque_py.core.healing import HealingMixin
+from disque_py.core.job import (ACKED, ACTIVE, FLAG_BCAST_WILLQUEUE, FLAG_HAS_OPTIONS,
+                                GONE_EXPIRED, QUEUED,
                                 QUEUE_MEMORY_OVERHEAD, WILLQUEUE_ADVANCE_MS, Job, JobExtra)
 from disque_py.core.peers import PeersMixin, new_tuple
 from disque_py.core.memory import MemoryPolicyMixin
@@ -29,6 +33,7 @@ from disque_py.core.replication import REPLICATION_RETRY_MS, ReplicationMixin
 from disque_py.core.requeue import RequeueMixin
 from disque_py.core.scantable import ScanTable
 from disque_py.core.waiters import JOB_REPLICATION, TIMED_OUT, Deadlines
+from disque_py.core.waits import WaitsMixin
 from disque_py.engine import PAUSED_IN, REMOVED_BEFORE_COPIES, JobTable, NodeCore
 from disque_py.errors import NoReplError
 
@@ -40,7 +45,7 @@ QUEUE_TABLE_PARTITIONS = 256
 
 
 class Node(NodeCore, MemoryPolicyMixin, ConsumerMixin, AcksMixin, ReplicationMixin, RequeueMixin,
-           FederationMixin, PeersMixin):
+           FederationMixin, PeersMixin, HealingMixin, WaitsMixin):
     def __init__(self, node_id: bytes, clock: Clock | None = None,
                  id_seed: bytes | None = None) -> None:
         clock = clock or Clock()
@@ -55,6 +60,7 @@ class Node(NodeCore, MemoryPolicyMixin, ConsumerMixin, AcksMixin, ReplicationMix
         self.reachable: list[bytes] = []         # peers we can talk to now
         self.federation = FederationStats()
         self._needjobs_cron = 0
+        self.init_healing()
         self.index_node_ids()
 
     def set_node_id(self, node_id: bytes, id_seed: bytes | None = None) -> None:
@@ -80,7 +86,7 @@ class Node(NodeCore, MemoryPolicyMixin, ConsumerMixin, AcksMixin, ReplicationMix
             return False
         was_queued = record.state == QUEUED
         job = self.adopt_record(record, now, ACTIVE, persist=False)
-        job.flags = record.flags
+        job.flags = record.flags | (job.flags & FLAG_HAS_OPTIONS)
         if job.retry:
             job.flags |= FLAG_BCAST_WILLQUEUE
         if enqueue and was_queued:
@@ -99,6 +105,8 @@ class Node(NodeCore, MemoryPolicyMixin, ConsumerMixin, AcksMixin, ReplicationMix
         candidates = [self.schedule.next_due(), self.deadlines.next_due()]
         if self.replicating:
             candidates.append(now + REPLICATION_RETRY_MS)
+        if self._heal_left or self._heal_pending or self._heal_watch_heap:
+            candidates.append(self.heal_next_due())
         due = [at for at in candidates if at is not None]
         return min(due) if due else None
 
@@ -114,6 +122,9 @@ class Node(NodeCore, MemoryPolicyMixin, ConsumerMixin, AcksMixin, ReplicationMix
             self.tick_replication(now)
         if self.waiting_queues:
             self.tick_federation(now)
+        if (self._heal_left or self._heal_pending or self._heal_watch_heap or self._heal_marks
+                or self._heal_short) and now >= self._heal_next:
+            self.tick_healing(now)
         due = self.schedule.pop_due(now, limit)
         for job in due:
             self.process_job(job, now)
@@ -126,7 +137,7 @@ class Node(NodeCore, MemoryPolicyMixin, ConsumerMixin, AcksMixin, ReplicationMix
     def process_job(self, job: Job, now: int) -> None:
         """A job's awake time came: expire, announce, re-queue or collect it."""
         if job.etime * 1000 <= now:
-            self.unregister(job)
+            self.unregister(job, GONE_EXPIRED)
             return
         state = job.state
         if state == ACTIVE or state == QUEUED:
@@ -138,7 +149,7 @@ class Node(NodeCore, MemoryPolicyMixin, ConsumerMixin, AcksMixin, ReplicationMix
                 q = self.queues.get(job.queue)
                 if job.retry and q is not None and q.flags & PAUSED_IN:
                     job.qtime = self.retry_time(job, now)
-                else:
+                elif not (job.flags & FLAG_HAS_OPTIONS and self.back_off(job, now)):
                     self.enqueue(job)
             elif state == QUEUED and job.qtime <= now and job.retry:
                 job.flags |= FLAG_BCAST_WILLQUEUE
@@ -173,7 +184,8 @@ class Node(NodeCore, MemoryPolicyMixin, ConsumerMixin, AcksMixin, ReplicationMix
     def flush_all(self) -> None:
         """Forget every job and queue; the jobs themselves are freed in slices.
 
-        Parked GETJOB clients get the timeout reply first, as in Disque.
+        Parked GETJOB clients get the timeout reply first, as in Disque;
+        parked WAITJOBs and QWAITs are answered: every job is deleted.
         The schedule and the queue lists are cleared at once (that only
         drops references: the jobs table still holds every job); the old
         table then releases its jobs a slice per tick, so freeing a million
@@ -182,6 +194,7 @@ class Node(NodeCore, MemoryPolicyMixin, ConsumerMixin, AcksMixin, ReplicationMix
         for q in list(self.queues.values()):
             for waiter in list(q.waiters or ()):
                 self.release(waiter, TIMED_OUT)
+        self.release_completion_waits_flushed()
         for job in list(self.replicating):      # producers waiting for copies
             self.abandon_replication(job, NoReplError(REMOVED_BEFORE_COPIES))
         old_jobs, old_queues = self.jobs, self.queues
@@ -190,10 +203,12 @@ class Node(NodeCore, MemoryPolicyMixin, ConsumerMixin, AcksMixin, ReplicationMix
             q.jobs.clear()
             q.live = False
         self.jobs = JobTable()
+        self.job_options = {}                   # a rewrite under way keeps the old one
         self.extras.clear()
         self.queues = ScanTable(QUEUE_TABLE_PARTITIONS)
         self.ready.clear()
         self.used_memory = 0
+        self.heal_reset()
         self._graveyard.append(old_jobs)
 
     def _free_some(self, budget_jobs: int = FREE_SLICE_JOBS) -> None:
@@ -217,7 +232,7 @@ class Node(NodeCore, MemoryPolicyMixin, ConsumerMixin, AcksMixin, ReplicationMix
 
 
 Node._PEER_HANDLERS = {
-    msg.REPLJOB: Node.on_repljob,
+    msg.REPLJOB: Node.on_repljob_healing,     # on_repljob, then healing's marks
     msg.GOTJOB: Node.on_gotjob,
     msg.ENQUEUE: Node.on_enqueue_message,
     msg.QUEUED: Node.on_queued,

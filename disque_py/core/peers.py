@@ -21,12 +21,14 @@ new_tuple = tuple.__new__
 
 class PeersMixin:
     def set_cluster_view(self, size: int, known: set[bytes], reachable: int,
-                         linked: list[bytes], leaving: bool) -> None:
+                         linked: list[bytes], leaving: bool, failed=None, epochs=None) -> None:
         """The membership layer's view, pushed after every change.
 
         `reachable` counts peers not flagged failing (what ADDJOB checks its
         REPLICATE against, as Disque does); `linked` are those we can send
-        to right now (where copies are asked for)."""
+        to right now (where copies are asked for). `failed` (the peers
+        flagged FAIL) and `epochs` ({peer: start epoch}) tell healing.py
+        which holders were lost; None from a caller that does not know."""
         self.cluster_size = size
         self.known_peers = known
         self.has_peers = bool(known)
@@ -36,6 +38,7 @@ class PeersMixin:
         was_leaving, self.leaving = self.leaving, leaving
         if leaving and not was_leaving:
             self.release_all_waiters_leaving()
+        self.heal_view(failed, epochs)
 
     def index_node_ids(self) -> None:
         """node_ids: each known node's ID and this node's, ID -> the same

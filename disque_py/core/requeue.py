@@ -9,6 +9,12 @@ holders that receive it push their own re-queue time forward, and one that
 has it queued too drops it if the sender wins the job-specific comparison
 of node IDs. WORKING (a consumer is still on it) moves re-queue times
 forward everywhere and takes the job out of every queue.
+
+Beyond Disque (the flags and aux older nodes ignore): QUEUED with MSG_DEAD
+says the job went to its dead-letter queue, so every copy moves there and
+no other holder dead-letters it again; QUEUED with aux > 0 is a NACK with
+a delay (DELAY or BACKOFF): queued at the sender that many ms from now, so
+the others take their copies out of their queues and wait that much more.
 """
 
 from __future__ import annotations
@@ -19,9 +25,20 @@ from disque_py.core.job import (ACKED, ACTIVE, FLAG_BCAST_WILLQUEUE, QUEUED,
 
 
 class RequeueMixin:
-    def announce_queued(self, job, nack: bool) -> None:
-        flags = msg.MSG_INCR_NACKS if nack else msg.MSG_INCR_DELIV
-        self.send_to(job.delivered, msg.QUEUED, (job.id, 0), flags)
+    def announce_queued(self, job, mflags: int, delay_ms: int) -> None:
+        self.send_to(job.delivered, msg.QUEUED, (job.id, delay_ms), mflags)
+
+    def requeue_dead(self, dead_queue: bytes, to_queue: bytes | None, count: int) -> int:
+        """QREQUEUE: dead jobs back to work here; their other holders get
+        the revised job (REPLJOB with MSG_REVISED) and follow."""
+        moved = self.revive_dead(dead_queue, to_queue, count)
+        now_s = self.clock.now_ms() // 1000
+        for job in moved:
+            for node_id in job.delivered:
+                if node_id != self.id:
+                    self.send(node_id, msg.REPLJOB, self.job_bytes(job, now_s, node_id),
+                              msg.MSG_NOREPLY | msg.MSG_REVISED)
+        return len(moved)
 
     def announce_willqueue(self, job) -> None:
         self.send_to(job.delivered, msg.WILLQUEUE, (job.id, 0))
@@ -30,24 +47,27 @@ class RequeueMixin:
         self.send_to(job.delivered, msg.WORKING, (job.id, 0))
 
     def on_queued(self, sender: bytes, mflags: int, job_id: bytes, aux: int) -> None:
-        self._postpone(sender, mflags, job_id, working=False)
+        self._postpone(sender, mflags, job_id, working=False, delay_ms=aux)
 
     def on_working(self, sender: bytes, mflags: int, job_id: bytes, aux: int) -> None:
-        self._postpone(sender, mflags, job_id, working=True)
+        self._postpone(sender, mflags, job_id, working=True, delay_ms=0)
 
-    def _postpone(self, sender: bytes, mflags: int, job_id: bytes, working: bool) -> None:
+    def _postpone(self, sender: bytes, mflags: int, job_id: bytes, working: bool,
+                  delay_ms: int) -> None:
         job = self.jobs.get(job_id)
         if job is None:
             return
         if job.state == ACKED:
             self.send_setack(sender, job)     # they re-queued what was delivered
             return
-        if job.state == QUEUED and (working or
+        if job.state == QUEUED and (working or delay_ms or mflags & msg.MSG_DEAD or
                                     compare_node_ids_by_job(sender, self.id, job.id) > 0):
             self.dequeue(job)
+        if mflags & msg.MSG_DEAD:
+            self.mark_dead(job)
         if job.retry:
             job.flags |= FLAG_BCAST_WILLQUEUE
-            self.set_requeue_time(job, self.retry_time(job, self.clock.now_ms()))
+            self.set_requeue_time(job, self.retry_time(job, self.clock.now_ms()) + delay_ms)
         if not working and mflags & (msg.MSG_INCR_NACKS | msg.MSG_INCR_DELIV):
             if mflags & msg.MSG_INCR_NACKS:
                 job.nacks += 1

@@ -1,7 +1,8 @@
 """Clients parked inside the core, and the deadlines that release them.
 
 A Waiter is a client that asked for something the node cannot give yet:
-GETJOB on empty queues, or (with the cluster) ADDJOB waiting for its copies.
+GETJOB on empty queues, (with the cluster) ADDJOB waiting for its copies,
+or WAITJOB and QWAIT waiting for jobs to finish (core/waits.py).
 The core owns waiters because their presence is domain state: a queue with
 waiters is never evicted, QSTAT counts them, federation asks peers for jobs
 on their behalf. The `client` field is opaque to the core; the runtime uses
@@ -11,7 +12,8 @@ Outcomes handed back in an Unblock effect:
   * a list of jobs (GETJOB served),
   * TIMED_OUT (the deadline passed),
   * a DisqueError (for example LEAVING, or NOREPL for replication waits),
-  * a job ID (bytes) for a completed replication wait.
+  * a job ID (bytes) for a completed replication wait,
+  * DONE (what a WAITJOB or QWAIT waited for has happened).
 """
 
 from __future__ import annotations
@@ -20,8 +22,12 @@ import heapq
 
 GETJOB = 0
 JOB_REPLICATION = 1
+WAITJOB = 2
+QWAIT = 3
+COMPLETION_WAITS = (WAITJOB, QWAIT)       # kept by core/waits.py
 
 TIMED_OUT = "timed-out"
+DONE = "done"
 
 
 class Waiter:

@@ -28,7 +28,8 @@ _check_build_matches_sources()
 
 from disque_py.engine._core import (CONSTANTS, HOT_COMMANDS, PAUSE_STATE_NAMES,  # noqa: E402
                                     REMOVED_BEFORE_COPIES, STATE_NAMES, AwakeSchedule,
-                                    CommandCore, ConnectionBase, IdGenerator, Job, JobQueue,
+                                    DEAD_REASON_NAMES, CommandCore, ConnectionBase, IdGenerator,
+                                    Job, JobOptions, JobQueue,
                                     JobTable, NodeCore, Queue, RequestParser, ServerCore,
                                     SessionCore, StatsCore, is_at_most_once_id, is_valid_id,
                                     new_job, pack_job, parse_int, parse_strict_int,
@@ -41,7 +42,8 @@ PAUSED_ALL = CONSTANTS["PAUSED_ALL"]
 
 __all__ = ["BUCKET_MS", "CONSTANTS", "HOT_COMMANDS", "PAUSED_ALL", "PAUSED_IN", "PAUSED_OUT",
            "PAUSE_STATE_NAMES", "REMOVED_BEFORE_COPIES", "STATE_NAMES", "AwakeSchedule",
-           "CommandCore", "ConnectionBase", "IdGenerator", "Job", "JobQueue", "JobTable",
+           "CommandCore", "ConnectionBase", "DEAD_REASON_NAMES", "IdGenerator", "Job",
+           "JobOptions", "JobQueue", "JobTable",
            "NodeCore", "Queue", "RequestParser", "ServerCore", "SessionCore", "StatsCore",
            "is_at_most_once_id", "is_valid_id", "new_job", "pack_job", "parse_int",
            "parse_strict_int", "render_jobs", "run_hot", "serialize_job", "unpack_job"]

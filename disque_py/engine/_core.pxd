@@ -2,6 +2,7 @@
 # methods, so the parts included by _core.pyx call each other without a
 # Python lookup. Bodies live in the .pxi files named beside each block.
 
+cimport cython
 from cpython.ref cimport PyObject
 from libc.stdint cimport int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 
@@ -18,6 +19,14 @@ cdef enum:
     FLAG_BCAST_QUEUED = 1
     FLAG_BCAST_WILLQUEUE = 2
     FLAG_DELIVERED = 4
+    # ... local ones (never sent to a peer), for the options of options.pxi
+    FLAG_HAS_OPTIONS = 8           # its JobOptions are in NodeCore.job_options
+    FLAG_COUNTED = 16              # the next re-queue was counted already (a delayed NACK)
+    FLAG_BACKED_OFF = 32           # its retry timeout was pushed back once by BACKOFF
+    LOCAL_FLAGS = 4 | 8 | 16 | 32
+    # Job options (options.pxi)
+    DEAD_NONE = 0
+    DEAD_MAX_DELIVERIES = 1
     # Job table (table.pxi)
     TABLE_PARTITIONS = 4096
     TABLE_PARTITION_BITS = 12
@@ -41,6 +50,11 @@ cdef enum:
     GC_RETRY_MAX_PERIOD_MS = 180000        # ... doubling up to 3 minutes
     GC_RETRY_COUNT_MAX = 10
     GC_JITTER_MS = 500
+    # Why a job left the live set (node.pxi's hooks for core/waits.py)
+    GONE_ACKED = 1
+    GONE_DELETED = 2
+    GONE_EXPIRED = 3
+    GONE_MOVED = 4                 # handed to another node (an at-most-once job)
     # Memory estimates (the maxmemory policy and INFO read them)
     JOB_MEMORY_OVERHEAD = 420      # bytes per job beyond its body
     QUEUE_MEMORY_OVERHEAD = 500    # bytes per queue
@@ -78,10 +92,27 @@ cdef class Job:
     cdef public uint8_t gc_retry
 
 
+# -------------------------------------------------------------- options.pxi
+
+@cython.final
+cdef class JobOptions:
+    cdef public uint32_t backoff_base_ms   # 0: no BACKOFF
+    cdef public uint32_t backoff_max_ms
+    cdef public uint32_t max_deliveries    # 0: no limit
+    cdef public uint8_t dead_reason        # DEAD_NONE until dead-lettered
+    cdef public object deadletter          # bytes, or None: "<queue>:dead"
+    cdef public object origin              # a dead job's queue before, or None
+
+    cdef bint dead_letter_due(self, Job job) noexcept
+    cdef bytes dead_queue(self, Job job)
+    cdef int64_t backoff_ms(self, Job job, int64_t random_permille) noexcept
+
+
 cdef Job make_job(const char* job_id, object queue, const char* body, Py_ssize_t body_len,
                   bint has_body, int state, int repl, uint32_t delay, uint32_t retry,
                   int64_t ctime, int64_t etime, tuple delivered)
 cdef bint id_is_valid(const char* data, Py_ssize_t size) noexcept
+cdef void set_job_queue(Job job, bytes name) noexcept
 
 
 # ------------------------------------------------------------------ ids.pxi
@@ -216,6 +247,7 @@ cdef class NodeCore:
     cdef public int reachable_peers
     cdef public int blocked_clients
     cdef public int64_t stats_jobs_created
+    cdef public int64_t stats_dead_lettered
     cdef public int64_t _last_ctime
     cdef bint _real_clock
     cdef uint64_t _rng_state
@@ -224,13 +256,17 @@ cdef class NodeCore:
     cdef bytes _holders_seen               # copies.pxi's last holder list, as wire bytes ...
     cdef object _holders_seen_in           # ... resolved against this node_ids ...
     cdef tuple _holders_known              # ... to these IDs
+    cdef public dict job_options           # Job -> JobOptions, for FLAG_HAS_OPTIONS jobs
+    cdef public object peers_without_options   # peers of a version that reads none
+    cdef public dict job_waits             # WAITJOB: job ID -> its waiters (core/waits.py)
+    cdef public dict queue_waits           # QWAIT: queue name -> its wait (core/waits.py)
 
     cdef int64_t now_ms(self) except? -1
     cdef int64_t jitter(self, int64_t spread_ms) noexcept
     cpdef Queue queue(self, bytes name)
     cpdef int64_t next_ctime(self, int64_t now_ms)
     cpdef bint register(self, Job job) except -1
-    cpdef bint unregister(self, Job job) except -1
+    cpdef bint unregister(self, Job job, int reason=*) except -1
     cpdef update_awake(self, Job job, int64_t gc_at=*)
     cpdef persist_job(self, Job job)
     cpdef set_requeue_time(self, Job job, int64_t qtime)
@@ -241,12 +277,18 @@ cdef class NodeCore:
     cpdef set_paused(self, Queue q, int flags)
     cdef Job create_job(self, bytes queue, Queue q, const char* body, Py_ssize_t body_len,
                         int64_t repl, int64_t delay, int64_t retry, int64_t ttl,
-                        int64_t maxlen, bint async_, object client, int64_t timeout_ms)
+                        int64_t maxlen, bint async_, object client, int64_t timeout_ms,
+                        JobOptions options)
     cdef _refuse_replication(self, int64_t extra_copies, bint external)
     cdef list take_jobs(self, list names, list queues, Py_ssize_t count)
     cdef Job take_one(self, Queue q)
     cpdef acknowledge(self, Job job)
     cpdef int64_t _next_gc_time(self, int64_t attempts)
+    cpdef JobOptions options_of(self, Job job)
+    cdef int _dead_letter(self, Job job, JobOptions options) except -1
+    cdef int _delay_requeue(self, Job job, int64_t delay_ms) except -1
+    cdef int _nack_one(self, const char* job_id, int64_t delay_ms) except -1
+    cdef int64_t _nack_views(self, ArgView* ids, Py_ssize_t count, int64_t delay_ms) except -1
     cdef int64_t _enqueue_views(self, ArgView* ids, Py_ssize_t count, bint nack) except -1
     cdef int64_t _dequeue_views(self, ArgView* ids, Py_ssize_t count) except -1
     cdef int _enqueue_one(self, const char* job_id, bint nack) except -1

@@ -10,6 +10,7 @@
 #   schedule.pxi  the awake schedule: every job's next timer
 #   queue.pxi     queues: jobs in delivery order, and each queue's state
 #   node.pxi      NodeCore: the node's jobs and the job lifecycle
+#   options.pxi   job options beyond Disque (BACKOFF, MAXDELIVERIES)
 #   wire.pxi      a job's bytes on the bus and in the AOF
 #   copies.pxi    copies between nodes: REPLJOB, GOTJOB, adopting a copy
 #   resp.pxi      the request parser and the reply buffer
@@ -30,6 +31,7 @@ include "table.pxi"
 include "schedule.pxi"
 include "queue.pxi"
 include "node.pxi"
+include "options.pxi"
 include "wire.pxi"
 include "copies.pxi"
 include "resp.pxi"
@@ -53,6 +55,10 @@ CONSTANTS = {
     "JOB_MEMORY_OVERHEAD": JOB_MEMORY_OVERHEAD, "QUEUE_MEMORY_OVERHEAD": QUEUE_MEMORY_OVERHEAD,
     "INLINE_MAX_SIZE": INLINE_MAX_SIZE, "MULTIBULK_MAX_COUNT": MULTIBULK_MAX_COUNT,
     "BULK_MAX_LENGTH": BULK_MAX_LENGTH,
+    "GONE_ACKED": GONE_ACKED, "GONE_DELETED": GONE_DELETED, "GONE_EXPIRED": GONE_EXPIRED,
+    "GONE_MOVED": GONE_MOVED, "FLAG_HAS_OPTIONS": FLAG_HAS_OPTIONS,
+    "FLAG_COUNTED": FLAG_COUNTED, "FLAG_BACKED_OFF": FLAG_BACKED_OFF,
+    "DEAD_NONE": DEAD_NONE, "DEAD_MAX_DELIVERIES": DEAD_MAX_DELIVERIES,
 }
 
 # Checked against the sources at import (disque_py/engine/__init__.py).

@@ -7,7 +7,7 @@
 # around them (waiting for copies, asking one more node, giving up,
 # queueing once the copies exist) stays in Python there.
 
-from disque_py.cluster.messages import GOTJOB, MSG_NOREPLY, REPLJOB
+from disque_py.cluster.messages import GOTJOB, MSG_NOREPLY, MSG_REVISED, REPLJOB
 from disque_py.core.effects import ToPeer
 
 cdef enum:
@@ -35,19 +35,27 @@ cdef int64_t copies_replicate(NodeCore node, Job job, int64_t count, bint norepl
         if added:
             delivered = delivered + tuple(candidates)
             job.delivered = delivered
-    payload = serialize(job, node.now_ms() // 1000)
+    cdef int64_t now_s = node.now_ms() // 1000
+    cdef JobOptions options = node.options_of(job)
+    payload = serialize(job, now_s, options)
+    plain = None                   # without its options, for older peers
     extra = node.extras.get(job) if node.extras else None
     confirmed = extra.confirmed if extra is not None else None
     me, append = node.id, node.effects.append
     for node_id in delivered:
         if node_id == me:
             continue
+        data = payload
+        if options is not None and node_id in node.peers_without_options:
+            if plain is None:
+                plain = serialize(job, now_s, None)
+            data = plain
         if confirmed is not None and node_id in confirmed:
             # It has its copy: only new holders are worth telling it, unanswered.
             if added:
-                append(_to_peer(node_id, REPLJOB, payload, MSG_NOREPLY))
+                append(_to_peer(node_id, REPLJOB, data, MSG_NOREPLY))
             continue
-        append(_to_peer(node_id, REPLJOB, payload, mflags))
+        append(_to_peer(node_id, REPLJOB, data, mflags))
     return added
 
 
@@ -61,31 +69,37 @@ cdef int copies_on_repljob(NodeCore node, bytes sender, int mflags, list jobs) e
     cdef int64_t now = node.now_ms()
     cdef WireJob wire
     cdef Job job
+    cdef JobOptions options
     append = node.effects.append
     for data in jobs:
         try:
             parse_wire(PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data), &wire)
+            options = None if wire.options == NULL else \
+                parse_options(wire.options, wire.options_len)
         except ValueError:
             return 0
         wire.etime += now // 1000
         job = node.jobs.find(wire.id)
         if job is not None:
             copies_learn_holders(node, job, wire.nodes, wire.node_count)
+            if mflags & MSG_REVISED:
+                copies_revise(node, job, &wire, options, now)
         elif not take_new:
             continue
         else:
             q = node.queues.get(PyBytes_FromStringAndSize(wire.queue, wire.queue_len))
             if q is not None and (<Queue>q).flags & PAUSED_IN:
                 continue
-            job = copies_adopt(node, &wire, q, now, ACTIVE, True)
+            job = copies_adopt(node, &wire, options, q, now, ACTIVE, True)
         if reply:
             append(_to_peer(sender, GOTJOB, (job.id, 0), 0))
     return 0
 
 
-cdef Job copies_adopt(NodeCore node, WireJob* wire, object q, int64_t now, int state,
-                      bint persist):
-    """A copy received from a peer (or read from the AOF) becomes a local job."""
+cdef Job copies_adopt(NodeCore node, WireJob* wire, JobOptions options, object q, int64_t now,
+                      int state, bint persist):
+    """A copy received from a peer (or read from the AOF) becomes a local
+    job, with `options` (parsed from the wire job's block) if not None."""
     cdef Job job
     queue = (<Queue>q).name if q is not None else \
         PyBytes_FromStringAndSize(wire.queue, wire.queue_len)
@@ -98,11 +112,34 @@ cdef Job copies_adopt(NodeCore node, WireJob* wire, object q, int64_t now, int s
     else:
         job.flags = FLAG_BCAST_QUEUED
     job.nacks, job.deliveries = wire.nacks, wire.deliveries
+    if options is not None:
+        node.set_options(job, options)
     node.register(job)
     node.update_awake(job)
     if persist:
         node.persist_job(job)
     return job
+
+
+cdef int copies_revise(NodeCore node, Job job, WireJob* wire, JobOptions options,
+                       int64_t now) except -1:
+    """A holder changed the job (QREQUEUE moved it out of its dead-letter
+    queue): this copy takes its queue, counters and options, and waits a
+    retry period for it to be acknowledged there."""
+    if job.state == ACKED:
+        return 0
+    node.dequeue(job)
+    old = <bytes>job.queue_
+    if PyBytes_GET_SIZE(old) != wire.queue_len or \
+            memcmp(PyBytes_AS_STRING(old), wire.queue, wire.queue_len) != 0:
+        set_job_queue(job, PyBytes_FromStringAndSize(wire.queue, wire.queue_len))
+        if node.queue_waits:
+            node.waits_queue_moved(job, old)
+    job.nacks, job.deliveries = wire.nacks, wire.deliveries
+    node.set_options(job, options)
+    if job.retry:
+        node.set_requeue_time(job, node.retry_time(job, now))
+    return 0
 
 
 cdef tuple copies_known_holders(NodeCore node, const char* nodes, Py_ssize_t count):

@@ -24,9 +24,16 @@ DELAY_NON_NEGATIVE = "DELAY time must be a non negative number"
 MAXLEN_POSITIVE = "MAXLEN must be a positive number"
 COUNT_POSITIVE = "COUNT must be a number greater than zero"
 PING_ARITY = "wrong number of arguments for 'ping' command"
+# Options beyond Disque (options.pxi)
+BACKOFF_RANGE = "BACKOFF needs base-ms > 0 and max-ms >= base-ms, both below 2^32"
+MAXDELIVERIES_RANGE = "MAXDELIVERIES must be between 1 and 65535"
+DEADLETTER_NEEDS_MAXDELIVERIES = "DEADLETTER needs MAXDELIVERIES"
+DEADLETTER_SAME_QUEUE = "DEADLETTER must name another queue than the job's"
 
 cdef enum:
     MAX_REPLICATION = 65535
+    MAX_DELIVERIES = 65535         # the delivery counters travel as u16
+    MAX_BACKOFF_MS = 0xFFFFFFFF
 
 # The hot commands, by the number the command table gives them.
 HOT_COMMANDS = {"ping": HOT_PING, "addjob": HOT_ADDJOB, "getjob": HOT_GETJOB,
@@ -165,10 +172,11 @@ cdef class HotCall:
         if kind == HOT_FASTACK:
             _check_ids(argv, 1, argc)
             return self.out.write_number(58, self.node._fast_ack_views(argv + 1, argc - 1))
-        if kind == HOT_NACK or kind == HOT_ENQUEUE:
+        if kind == HOT_NACK:
+            return _nack(self, argv, argc)
+        if kind == HOT_ENQUEUE:
             _check_ids(argv, 1, argc)
-            return self.out.write_number(58, self.node._enqueue_views(argv + 1, argc - 1,
-                                                                      kind == HOT_NACK))
+            return self.out.write_number(58, self.node._enqueue_views(argv + 1, argc - 1, False))
         if kind == HOT_DEQUEUE:
             _check_ids(argv, 1, argc)
             return self.out.write_number(58, self.node._dequeue_views(argv + 1, argc - 1))
@@ -194,13 +202,14 @@ cdef int _ping(HotCall call, ArgView* argv, Py_ssize_t argc) except -1:
 
 cdef int _addjob(HotCall call, ArgView* argv, Py_ssize_t argc) except -1:
     """ADDJOB queue job ms-timeout [REPLICATE n] [DELAY s] [RETRY s] [TTL s]
-    [MAXLEN n] [ASYNC]"""
+    [MAXLEN n] [ASYNC] [BACKOFF base-ms max-ms] [MAXDELIVERIES n [DEADLETTER queue]]"""
     cdef int64_t repl = -1, retry = -1, delay = 0, maxlen = 0, ttl = DEFAULT_TTL_S, timeout
-    cdef int64_t copies
+    cdef int64_t copies, backoff_base = 0, backoff_max = 0, max_deliveries = 0
     cdef bint async_ = False
     cdef Py_ssize_t i = 4
     cdef NodeCore node = call.node
     cdef Job job
+    deadletter = None
     while i < argc:
         option = argv[i]
         i += 1
@@ -222,17 +231,29 @@ cdef int _addjob(HotCall call, ArgView* argv, Py_ssize_t argc) except -1:
         elif _is_option(option, b"async", 5):
             async_ = True
             continue
+        elif _is_option(option, b"backoff", 7) and i + 1 < argc:
+            if not _parse_int(argv[i], &backoff_base) or not _parse_int(argv[i + 1], &backoff_max) \
+                    or not 0 < backoff_base <= backoff_max <= MAX_BACKOFF_MS:
+                raise CommandError(BACKOFF_RANGE)
+            i += 1
+        elif _is_option(option, b"maxdeliveries", 13) and i < argc:
+            if not _parse_int(argv[i], &max_deliveries) or \
+                    not 0 < max_deliveries <= MAX_DELIVERIES:
+                raise CommandError(MAXDELIVERIES_RANGE)
+        elif _is_option(option, b"deadletter", 10) and i < argc:
+            deadletter = call.arg_bytes(argv[i])
         else:
             raise CommandError(SYNTAX_ERROR)
         i += 1
     timeout = _timeout(argv[3])
+    options = _job_options(call, argv[1], backoff_base, backoff_max, max_deliveries, deadletter)
     if not call.may_park and not async_:
         copies = repl if repl >= 0 else min(node.cluster_size, MAX_DEFAULT_REPLICATION)
         if node.leaving or node.used_memory > node.memory_warn_at or copies > 1:
             return HOT_DECLINE            # it would wait for copies
     name = call.queue_name(argv[1])
     job = node.create_job(name, call.found, argv[2].data, argv[2].size, repl, delay, retry, ttl,
-                          maxlen, async_, call.session, timeout)
+                          maxlen, async_, call.session, timeout, options)
     if job.state == WAIT_REPL:
         call.waiter = node.more(job).waiter
         call.overlaps = True
@@ -240,6 +261,32 @@ cdef int _addjob(HotCall call, ArgView* argv, Py_ssize_t argc) except -1:
     call.out.write(b"+", 1)
     call.out.write(job.id_, JOB_ID_LEN)
     return call.out.write(b"\r\n", 2)
+
+
+cdef int _nack(HotCall call, ArgView* argv, Py_ssize_t argc) except -1:
+    """NACK id ... [DELAY seconds]"""
+    cdef int64_t delay = -1
+    if argc >= 3 and _is_option(argv[argc - 2], b"delay", 5):
+        if not _parse_int(argv[argc - 1], &delay) or delay < 0:
+            raise CommandError(DELAY_NON_NEGATIVE)
+        argc -= 2
+    _check_ids(argv, 1, argc)
+    return call.out.write_number(58, call.node._nack_views(argv + 1, argc - 1,
+                                                           delay * 1000 if delay >= 0 else -1))
+
+
+cdef JobOptions _job_options(HotCall call, ArgView queue, int64_t backoff_base,
+                             int64_t backoff_max, int64_t max_deliveries, object deadletter):
+    """ADDJOB's options beyond Disque, checked (None when it has none)."""
+    if deadletter is not None:
+        if not max_deliveries:
+            raise CommandError(DEADLETTER_NEEDS_MAXDELIVERIES)
+        if PyBytes_GET_SIZE(deadletter) == queue.size and \
+                memcmp(PyBytes_AS_STRING(deadletter), queue.data, queue.size) == 0:
+            raise CommandError(DEADLETTER_SAME_QUEUE)
+    if not (backoff_base or max_deliveries):
+        return None
+    return JobOptions(backoff_base, backoff_max, max_deliveries, deadletter)
 
 
 cdef int _getjob(HotCall call, ArgView* argv, Py_ssize_t argc) except -1:

@@ -143,6 +143,13 @@ cdef Job make_job(const char* job_id, object queue, const char* body, Py_ssize_t
     return job
 
 
+cdef void set_job_queue(Job job, bytes name) noexcept:
+    """Move a job that is in no queue to another queue name."""
+    Py_INCREF(name)
+    Py_XDECREF(job.queue_)
+    job.queue_ = <PyObject*>name
+
+
 def new_job(bytes job_id, queue, body, int state, int repl, uint32_t delay, uint32_t retry,
             int64_t ctime, int64_t etime, tuple delivered):
     """A job record (Python's constructor). `queue` is bytes or None,

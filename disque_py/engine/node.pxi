@@ -29,7 +29,8 @@
 
 from libc.time cimport time_t
 
-from disque_py.cluster.messages import DELJOB, ENQUEUE as MSG_ENQUEUE, MSG_NOREPLY
+from disque_py.cluster.messages import (DELJOB, ENQUEUE as MSG_ENQUEUE, MSG_DEAD,
+                                       MSG_INCR_DELIV, MSG_INCR_NACKS, MSG_NOREPLY)
 from disque_py.core.effects import AofDelJob, AofLoadJob
 from disque_py.errors import (OOM_MESSAGE, AckedError, CommandError, MaxlenError, NoJobError,
                               NoReplError, OutOfMemoryError, PausedError, TooLateError)
@@ -81,6 +82,10 @@ cdef class NodeCore:
         self.ready = {}
         self.replicating = {}
         self.waiting_queues = {}
+        self.job_options = {}
+        self.peers_without_options = frozenset()
+        self.job_waits = {}
+        self.queue_waits = {}
         self.cluster_size = 1
         self.evict_jobs = True
         self.maxmemory = 0
@@ -170,16 +175,23 @@ cdef class NodeCore:
         if not self.jobs.insert(job):
             return False
         self.used_memory += JOB_MEMORY_OVERHEAD + job.body_len
+        if self.queue_waits and job.state != ACKED:
+            self.on_job_live(job)
         return True
 
-    cpdef bint unregister(self, Job job) except -1:
-        """Forget a job completely (any state). False if it was not known."""
+    cpdef bint unregister(self, Job job, int reason=GONE_DELETED) except -1:
+        """Forget a job completely (any state). False if it was not known.
+        `reason` tells WAITJOB and QWAIT why a job still open is gone."""
         if job.state == WAIT_REPL and self.jobs.find(job.id_) is job:
             # Its producer still waits: answer it, and delete the copies.
             self.abandon_replication(job, NoReplError(REMOVED_BEFORE_COPIES))
             return True
         if not self.jobs.remove(job):
             return False
+        if (self.job_waits or self.queue_waits) and job.state != ACKED:
+            self.on_job_done(job, reason)
+        if job.flags & FLAG_HAS_OPTIONS:
+            self.job_options.pop(job, None)
         if self.extras:
             self.extras.pop(job, None)
         if self.aof_enabled and (job.state == ACTIVE or job.state == QUEUED):
@@ -241,14 +253,26 @@ cdef class NodeCore:
         if not now:
             now = self.now_ms()
         job.state = QUEUED
-        if flags & FLAG_BCAST_QUEUED or nack:
-            # A re-queue: count it, and tell the other holders (they count too).
+        if flags & FLAG_COUNTED:
+            # A delayed NACK, counted and announced when it was asked for.
+            flags &= ~(FLAG_COUNTED | FLAG_BACKED_OFF)
+        elif flags & FLAG_BCAST_QUEUED or nack:
+            # A re-queue: count it (one too many: dead-letter it), and tell
+            # the other holders (they count, and mark it dead, too).
+            mflags = MSG_INCR_NACKS if nack else MSG_INCR_DELIV
+            if flags & FLAG_HAS_OPTIONS:
+                flags &= ~FLAG_BACKED_OFF
+                options = self.options_of(job)
+                if options is not None and options.dead_letter_due(job):
+                    self._dead_letter(job, options)
+                    q = None
+                    mflags |= MSG_DEAD
             if nack:
                 job.nacks += 1
             else:
                 job.deliveries += 1
             if job.delivered_ != <PyObject*>self._only_me:
-                self.announce_queued(job, nack)
+                self.announce_queued(job, mflags, 0)
         at = <int64_t>job.etime * 1000 + 1000
         if retry:
             job.flags = flags | FLAG_BCAST_WILLQUEUE | FLAG_BCAST_QUEUED
@@ -295,10 +319,140 @@ cdef class NodeCore:
         if was_paused_out and not q.flags & PAUSED_OUT and q.waiters is not None:
             self.ready[q.name] = None
 
+    # ------------------------------------------------- options (options.pxi)
+
+    cpdef JobOptions options_of(self, Job job):
+        if not job.flags & FLAG_HAS_OPTIONS:
+            return None
+        return self.job_options.get(job)
+
+    def job_bytes(self, Job job, now_s=None, bytes peer=None):
+        """A job's bytes with its options: for the AOF (now_s None) or for a
+        message to `peer` (without them if it reads none)."""
+        options = self.options_of(job)
+        if options is not None and peer is not None and peer in self.peers_without_options:
+            options = None
+        return serialize(job, -1 if now_s is None else now_s, options)
+
+    def set_options(self, Job job, JobOptions options):
+        """Give a job its options (None: take them away)."""
+        if options is not None:
+            self.job_options[job] = options
+            job.flags |= FLAG_HAS_OPTIONS
+        elif job.flags & FLAG_HAS_OPTIONS:
+            self.job_options.pop(job, None)
+            job.flags &= ~FLAG_HAS_OPTIONS
+
+    cdef int _dead_letter(self, Job job, JobOptions options) except -1:
+        """Move a job that is not queued to its dead-letter queue."""
+        old = <bytes>job.queue_
+        dead = options.dead_queue(job)
+        found = self.queues.get(dead)
+        set_job_queue(job, (<Queue>found).name if found is not None else dead)
+        options.origin = old
+        options.dead_reason = DEAD_MAX_DELIVERIES
+        self.stats_dead_lettered += 1
+        if self.queue_waits:
+            self.waits_queue_moved(job, old)
+        return 0
+
+    def mark_dead(self, Job job):
+        """A holder dead-lettered the job (QUEUED with MSG_DEAD): this copy
+        belongs to the dead-letter queue too, and leaves the old queue."""
+        options = self.options_of(job)
+        if options is None or options.dead_reason != DEAD_NONE or job.state == ACKED:
+            return
+        self.dequeue(job)
+        self._dead_letter(job, options)
+
+    def revive_dead(self, bytes dead_queue, to_queue, int64_t count):
+        """QREQUEUE: up to `count` dead-lettered jobs queued in `dead_queue`
+        go back to `to_queue` (None: the queue each came from), queued at
+        once with their counters at 0, for another MAXDELIVERIES tries.
+        Returns the jobs moved (their other holders are to be told)."""
+        found = self.queues.get(dead_queue)
+        moved = []
+        if found is None:
+            return moved
+        for job in (<Queue>found).jobs.peek((<Queue>found).jobs.count):
+            options = self.options_of(job)
+            if options is None or options.dead_reason == DEAD_NONE:
+                continue
+            if len(moved) == count:
+                break
+            self.dequeue(job)
+            target = to_queue if to_queue is not None else options.origin
+            existing = self.queues.get(target)
+            set_job_queue(job, (<Queue>existing).name if existing is not None else target)
+            options.dead_reason, options.origin = DEAD_NONE, None
+            job.nacks = job.deliveries = 0
+            job.flags |= FLAG_COUNTED          # not a re-delivery: nothing to count
+            if self.queue_waits:
+                self.waits_queue_moved(job, dead_queue)
+            self.enqueue(job)
+            moved.append(job)
+        return moved
+
+    def back_off(self, Job job, int64_t now):
+        """A RETRY timeout is due: with BACKOFF, push it back once (True)."""
+        options = self.options_of(job)
+        if options is None or job.flags & (FLAG_BACKED_OFF | FLAG_COUNTED) or \
+                options.dead_letter_due(job):
+            return False
+        wait = options.backoff_ms(job, self.jitter(1000) + 500)
+        if wait <= 0:
+            return False
+        job.flags |= FLAG_BACKED_OFF | FLAG_BCAST_WILLQUEUE
+        job.qtime = now + wait
+        return True
+
+    cdef int _delay_requeue(self, Job job, int64_t delay_ms) except -1:
+        """NACK with a delay: counted and announced now, queued later (the
+        awake timer queues it at qtime, FLAG_COUNTED saying it is counted)."""
+        if job.qtime == 0 or (job.retry == 0 and job.flags & FLAG_DELIVERED):
+            return 0
+        job.nacks += 1
+        job.flags |= FLAG_COUNTED | FLAG_BCAST_WILLQUEUE
+        job.qtime = self.now_ms() + delay_ms
+        self.update_awake(job)
+        if job.delivered_ != <PyObject*>self._only_me:
+            self.announce_queued(job, MSG_INCR_NACKS, delay_ms)
+        return 1
+
+    cdef int _nack_one(self, const char* job_id, int64_t delay_ms) except -1:
+        """NACK one job: queued again now, or after `delay_ms` (< 0: no
+        DELAY given, BACKOFF decides); dead-lettered if that is due."""
+        job = self.jobs.find(job_id)
+        if job is None or job.state != ACTIVE:
+            return 0
+        if job.flags & FLAG_HAS_OPTIONS:
+            options = self.options_of(job)
+            if options is not None:
+                if options.dead_letter_due(job):
+                    delay_ms = 0
+                elif delay_ms < 0:
+                    delay_ms = options.backoff_ms(job, self.jitter(1000) + 500)
+        if delay_ms > 0:
+            return self._delay_requeue(job, delay_ms)
+        return 1 if self.enqueue(job, True) else 0
+
+    cdef int64_t _nack_views(self, ArgView* ids, Py_ssize_t count, int64_t delay_ms) except -1:
+        cdef int64_t queued = 0
+        cdef Py_ssize_t i
+        for i in range(count):
+            queued += self._nack_one(ids[i].data, delay_ms)
+        return queued
+
+    def nack_jobs(self, job_ids, int64_t delay_ms=-1):
+        """NACK [DELAY]: how many were queued again (or will be)."""
+        return sum([self._nack_one(PyBytes_AS_STRING(job_id), delay_ms)
+                    for job_id in _well_formed(job_ids)])
+
     # --------------------------------------------------------------- ADDJOB
 
     def add_job(self, bytes queue, bytes body, repl, int64_t delay, retry, int64_t ttl,
-                int64_t maxlen, bint async_, client=None, int64_t timeout_ms=0):
+                int64_t maxlen, bint async_, client=None, int64_t timeout_ms=0,
+                JobOptions options=None):
         """Create a job (repl and retry None: the defaults). It comes back
         queued (or active, when delayed), or in wait-repl state with
         self.more(job).waiter parked for `client` when the producer must
@@ -306,11 +460,12 @@ cdef class NodeCore:
         return self.create_job(queue, None, PyBytes_AS_STRING(body), PyBytes_GET_SIZE(body),
                                -1 if repl is None else repl, delay,
                                -1 if retry is None else retry, ttl, maxlen, async_,
-                               client, timeout_ms)
+                               client, timeout_ms, options)
 
     cdef Job create_job(self, bytes queue, Queue q, const char* body, Py_ssize_t body_len,
                         int64_t repl, int64_t delay, int64_t retry, int64_t ttl,
-                        int64_t maxlen, bint async_, object client, int64_t timeout_ms):
+                        int64_t maxlen, bint async_, object client, int64_t timeout_ms,
+                        JobOptions options):
         """ADDJOB's semantics once its arguments are parsed (repl, retry -1:
         the defaults; `q`: the queue, when the caller found it). The checks run in Disque's order, so a request that
         breaks several rules gets the error Disque would give: at-most-once
@@ -367,10 +522,15 @@ cdef class NodeCore:
         _fill_job(job, queue, body, body_len, WAIT_REPL if wait else ACTIVE, repl, delay,
                   retry, ctime, now_s + ttl, _NO_NODES if external else self._only_me)
         job.qtime = now + (delay if delay else retry) * 1000
+        if options is not None:
+            self.set_options(job, options)
         if keep_copy(external, async_):
             if not self.jobs.insert(job):
+                self.set_options(job, None)
                 raise CommandError(ID_COLLISION)
             self.used_memory += JOB_MEMORY_OVERHEAD + body_len
+            if self.queue_waits:
+                self.on_job_live(job)
         self.stats_jobs_created += 1
         if wait:
             self.wait_for_copies(job, client, now + timeout_ms if timeout_ms else 0,
@@ -387,6 +547,8 @@ cdef class NodeCore:
         if not keep_copy(external, async_) and PyTuple_GET_SIZE(<object>job.delivered_):
             # No copy here: ask one holder to queue it first.
             self.send(self._rng.choice(job.delivered), MSG_ENQUEUE, (job.id, delay))
+        if not keep_copy(external, async_):
+            self.set_options(job, None)
         return job
 
     cdef _refuse_replication(self, int64_t extra_copies, bint external):
@@ -517,7 +679,7 @@ cdef class NodeCore:
             # The only copy is ours: acked and collected at once, as the
             # longer way below would (it is not scheduled for a GC first).
             newly = job.state != ACKED
-            self.unregister(job)
+            self.unregister(job, GONE_ACKED)
             return newly
         if job.state != ACKED:
             self.acknowledge(job)
@@ -525,7 +687,7 @@ cdef class NodeCore:
         if job.state != ACKED:
             return newly
         if job.delivered_ == <PyObject*>self._only_me:
-            self.unregister(job)     # the only copy is ours: nobody else to tell
+            self.unregister(job, GONE_ACKED)   # the only copy is ours: nobody else to tell
         else:
             self.try_gc(job)
         return newly
@@ -537,6 +699,8 @@ cdef class NodeCore:
             return
         self.dequeue(job)
         job.state = ACKED
+        if self.job_waits or self.queue_waits:
+            self.on_job_done(job, GONE_ACKED)
         if self.aof_enabled:
             self.effects.append(AofDelJob(job.id))   # acks are not persisted: the job is gone
         if self.extras:
@@ -567,7 +731,7 @@ cdef class NodeCore:
             return 0
         if job.delivered_ != <PyObject*>self._only_me:
             self.send_to(job.delivered, DELJOB, (job.id, 0))
-        self.unregister(job)
+        self.unregister(job, GONE_ACKED)
         return 1
 
     def delete_jobs(self, job_ids):
@@ -598,7 +762,9 @@ cdef class NodeCore:
         cdef WireJob wire
         data = pack_job(*record)
         parse_wire(PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data), &wire)
-        return copies_adopt(self, &wire, self.queues.get(record.queue), now, state, persist)
+        options = None if record.options is None else job_options(*record.options)
+        return copies_adopt(self, &wire, options, self.queues.get(record.queue), now, state,
+                            persist)
 
     def learn_holders(self, Job job, tuple delivered):
         """Add the holders a peer names that this node knows and `job` lacks."""

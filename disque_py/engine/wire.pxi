@@ -3,13 +3,16 @@
 #   40 bytes ID, u8 state, u8 flags, u16 repl, u64 ctime, i64 expire time,
 #   u32 delay, u32 retry, u16 nacks, u16 additional deliveries,
 #   u32 queue name length + name, u32 body length + body (NO_BODY for an
-#   ack without body), u16 node count + 40-byte node IDs that may have it.
+#   ack without body), u16 node count + 40-byte node IDs that may have it,
+#   then, only for a job that has options beyond Disque, their block
+#   (options.pxi; a node that does not read it is never sent one).
 #
 # Integers are big-endian. For a message the expire time is the TTL left
 # (seconds, at least 1), so nodes need not agree on the clock, and the
 # DELIVERED flag (a fact about this node) is not sent; on disk the expire
-# time is absolute. One packer and one parser, in C: a replica makes its
-# copy straight from the parsed fields, with no Python record between.
+# time is absolute, and the flags a node keeps for itself (LOCAL_FLAGS) are
+# written (a restart keeps them) while a message never carries them. One packer and one parser, in C: a replica makes its copy
+# straight from the parsed fields, with no Python record between.
 
 cdef enum:
     WIRE_FIXED = 76                # the fields before the queue name
@@ -34,6 +37,8 @@ cdef struct WireJob:
     Py_ssize_t body_len
     const char* nodes              # node_count x 40 bytes
     Py_ssize_t node_count
+    const char* options            # the options block, or NULL
+    Py_ssize_t options_len
 
 
 cdef inline uint64_t _get_be(const char* at, int size) noexcept:
@@ -87,8 +92,12 @@ cdef int parse_wire(const char* data, Py_ssize_t size, WireJob* job) except -1:
     job.node_count = <Py_ssize_t>_get_be(data + pos, 2)
     pos += 2
     job.nodes = data + pos
-    if size - pos != job.node_count * NODE_ID_LEN:
+    if size - pos < job.node_count * NODE_ID_LEN:
         raise ValueError("job length does not match its fields")
+    pos += job.node_count * NODE_ID_LEN
+    job.options, job.options_len = NULL, size - pos
+    if size > pos:
+        job.options = data + pos
     if not id_is_valid(job.id, JOB_ID_LEN) or job.state > ACKED:
         raise ValueError("bad job ID or state")
     return 0
@@ -97,10 +106,12 @@ cdef int parse_wire(const char* data, Py_ssize_t size, WireJob* job) except -1:
 cdef bytes pack_wire(const char* job_id, int state, int flags, int repl, uint64_t ctime,
                      int64_t etime, uint32_t delay, uint32_t retry, uint32_t nacks,
                      uint32_t deliveries, const char* queue, Py_ssize_t queue_len,
-                     const char* body, Py_ssize_t body_len, tuple delivered):
-    """A serialized job (body NULL: none)."""
+                     const char* body, Py_ssize_t body_len, tuple delivered,
+                     JobOptions options):
+    """A serialized job (body NULL: none; options None: none)."""
     cdef Py_ssize_t node_count = PyTuple_GET_SIZE(delivered), i
-    cdef Py_ssize_t size = WIRE_FIXED + queue_len + 4 + body_len + 2 + node_count * NODE_ID_LEN
+    cdef Py_ssize_t size = WIRE_FIXED + queue_len + 4 + body_len + 2 + \
+        node_count * NODE_ID_LEN + options_size(options)
     cdef bytes out = PyBytes_FromStringAndSize(NULL, size)
     cdef char* at = PyBytes_AS_STRING(out)
     memcpy(at, job_id, JOB_ID_LEN)
@@ -128,12 +139,15 @@ cdef bytes pack_wire(const char* job_id, int state, int flags, int repl, uint64_
             raise ValueError("a node ID has 40 bytes")
         memcpy(at, PyBytes_AS_STRING(node), NODE_ID_LEN)
         at += NODE_ID_LEN
+    if options is not None:
+        pack_options(at, options)
     return out
 
 
-cdef bytes serialize(Job job, int64_t now_s):
-    """The job's bytes; now_s >= 0: for a message (relative expire time)."""
-    cdef int flags = job.flags
+cdef bytes serialize(Job job, int64_t now_s, JobOptions options):
+    """The job's bytes; now_s >= 0: for a message (relative expire time).
+    `options`: the job's (NodeCore.options_of), or None to leave them out."""
+    cdef int flags = job.flags & ~FLAG_HAS_OPTIONS    # the block says it
     cdef int64_t etime = job.etime
     cdef const char* queue = b""
     cdef Py_ssize_t queue_len = 0
@@ -141,30 +155,33 @@ cdef bytes serialize(Job job, int64_t now_s):
         etime = etime - now_s + 1
         if etime < 1:
             etime = 1
-        flags &= ~FLAG_DELIVERED
+        flags &= ~LOCAL_FLAGS
     if job.queue_ != NULL:
         queue, queue_len = PyBytes_AS_STRING(<object>job.queue_), \
             PyBytes_GET_SIZE(<object>job.queue_)
     return pack_wire(job.id_, job.state, flags, job.repl, job.ctime, etime, job.delay,
                      job.retry, job.nacks, job.deliveries, queue, queue_len, job.body_,
-                     job.body_len, <tuple>job.delivered_)
+                     job.body_len, <tuple>job.delivered_, options)
 
 
-def serialize_job(Job job, now_s=None):
-    """The job's bytes; with `now_s`, for a message (relative expire time)."""
-    return serialize(job, -1 if now_s is None else now_s)
+def serialize_job(Job job, now_s=None, JobOptions options=None):
+    """The job's bytes; with `now_s`, for a message (relative expire time);
+    with `options` (the job's), their block too."""
+    return serialize(job, -1 if now_s is None else now_s, options)
 
 
 def pack_job(bytes job_id, int state, int flags, int repl, uint64_t ctime, int64_t etime,
              uint32_t delay, uint32_t retry, uint32_t nacks, uint32_t deliveries,
-             bytes queue, body, tuple delivered):
-    """A job's bytes from its fields (a parsed job written again)."""
+             bytes queue, body, tuple delivered, options=None):
+    """A job's bytes from its fields (a parsed job written again; `options`
+    as JobOptions.fields() gives them, or None)."""
     if PyBytes_GET_SIZE(job_id) != JOB_ID_LEN:
         raise ValueError("a job ID has 40 bytes")
-    return pack_wire(PyBytes_AS_STRING(job_id), state, flags, repl, ctime, etime, delay, retry,
-                     nacks, deliveries, PyBytes_AS_STRING(queue), PyBytes_GET_SIZE(queue),
-                     NULL if body is None else PyBytes_AS_STRING(body),
-                     0 if body is None else PyBytes_GET_SIZE(body), delivered)
+    return pack_wire(PyBytes_AS_STRING(job_id), state, flags & ~FLAG_HAS_OPTIONS, repl, ctime,
+                     etime, delay, retry, nacks, deliveries, PyBytes_AS_STRING(queue),
+                     PyBytes_GET_SIZE(queue), NULL if body is None else PyBytes_AS_STRING(body),
+                     0 if body is None else PyBytes_GET_SIZE(body), delivered,
+                     None if options is None else job_options(*options))
 
 
 cdef tuple _node_tuple(const char* nodes, Py_ssize_t count):
@@ -173,8 +190,9 @@ cdef tuple _node_tuple(const char* nodes, Py_ssize_t count):
 
 
 def unpack_job(data, now_s=None):
-    """The fields of a serialized job, in JobRecord's order; with `now_s`, a
-    message's relative expire time becomes absolute. ValueError if malformed."""
+    """The fields of a serialized job, in JobRecord's order (its options as
+    JobOptions.fields() gives them, or None); with `now_s`, a message's
+    relative expire time becomes absolute. ValueError if malformed."""
     cdef WireJob job
     cdef bytes raw = data if type(data) is bytes else bytes(data)
     parse_wire(PyBytes_AS_STRING(raw), PyBytes_GET_SIZE(raw), &job)
@@ -182,4 +200,6 @@ def unpack_job(data, now_s=None):
             job.ctime, job.etime + (0 if now_s is None else now_s), job.delay, job.retry,
             job.nacks, job.deliveries, PyBytes_FromStringAndSize(job.queue, job.queue_len),
             None if job.body == NULL else PyBytes_FromStringAndSize(job.body, job.body_len),
-            _node_tuple(job.nodes, job.node_count))
+            _node_tuple(job.nodes, job.node_count),
+            None if job.options == NULL else
+            parse_options(job.options, job.options_len).fields())

@@ -6,8 +6,11 @@ nodes.conf (at most once per loop turn, atomically; a failed write, such as
 on a full disk, is logged once, shown by INFO and retried every second) and
 keeps the job core's view of the cluster (size, reachable peers, leaving)
 current.
-Messages arriving on the bus are routed here: membership ones to
-Membership; job ones to the job core once it speaks to peers. It also
+Messages arriving on the bus are routed here: membership ones (and EPOCH)
+to Membership; job ones to the job core once it speaks to peers. It also
+chooses the node's start epoch once the AOF is loaded (kept from nodes.conf
+when jobs were loaded from an AOF, new otherwise; see core/healing.py) and
+tells the job core which peers are FAIL and their epochs. It also
 holds the bus's authentication settings (cluster-secret, -mode): a change
 closes every link, which then reconnect under the new settings.
 """
@@ -21,7 +24,7 @@ from disque_py.cluster import messages as msg
 from disque_py.cluster import nodes_conf
 from disque_py.cluster.bus import ClusterBus
 from disque_py.cluster.membership import BUS_PORT_OFFSET, Membership
-from disque_py.cluster.membership import HANDSHAKE
+from disque_py.cluster.membership import FAIL, HANDSHAKE
 from disque_py.core.effects import Connect, DropLink, ReplyOn, SaveConfig, Send, ToPeer
 from disque_py.disk_faults import DiskFaults
 from disque_py.server.persistence_service import StartupError
@@ -35,6 +38,7 @@ INBOUND_IDLE_MIN_MS = 10_000
 HEARTBEAT_TYPES = (msg.PING, msg.PONG, msg.MEET)
 JOB_LIST_TYPES = (msg.REPLJOB, msg.YOURJOBS)
 QUEUE_OP_TYPES = (msg.NEEDJOBS, msg.PAUSE)
+EPOCH_VAR = "start-epoch"         # nodes.conf: vars start-epoch <n>
 
 
 def load_identity(path: str, port: int, announce_ip: str) -> tuple[bytes, list]:
@@ -158,6 +162,8 @@ class ClusterService:
             membership.on_heartbeat(link.node, link, link.peer_ip, link.local_ip, header, body)
         elif header.type == msg.FAIL:
             membership.on_fail(header, body)
+        elif header.type == msg.EPOCH:
+            membership.on_epoch(header, body)
         else:
             self._on_job_message(header, body)
             return
@@ -238,10 +244,28 @@ class ClusterService:
     def sync_core(self) -> None:
         """The job core's view of the cluster."""
         membership = self.membership
-        known = {node.id for node in membership.peers() if not node.flags & HANDSHAKE}
+        peers = membership.peers()
+        known = {node.id for node in peers if not node.flags & HANDSHAKE}
         linked = [node.id for node in membership.reachable if node.linked]
+        failed = [node.id for node in peers if node.flags & FAIL]
         self.node.set_cluster_view(membership.size, known, len(membership.reachable), linked,
-                                   membership.leaving)
+                                   membership.leaving, failed, membership.epochs())
+
+    def choose_start_epoch(self, loaded_from_aof: bool) -> int:
+        """This run's start epoch: the one nodes.conf keeps when the jobs
+        were loaded from an AOF (they are back: peers must not think them
+        lost), else a new one, saved before any peer can learn it."""
+        kept = nodes_conf.load_vars(self.config_path).get(EPOCH_VAR, "")
+        epoch = int(kept) if loaded_from_aof and kept.isdigit() and int(kept) else 0
+        if not epoch:
+            epoch = int.from_bytes(os.urandom(8), "big") or 1
+            log.notice("Start epoch %016x (%s)", epoch,
+                       "no jobs loaded from an AOF: the copies this node held are gone, "
+                       "its peers will copy them again" if kept else "none saved before")
+        self.membership.epoch = epoch
+        if str(epoch) != kept:
+            self._save_or_retry_later()
+        return epoch
 
     def _schedule_save(self) -> None:
         if not self._save_scheduled:
@@ -253,7 +277,9 @@ class ClusterService:
         temporary file removed); the cron then retries until a save works."""
         self._save_scheduled = False
         try:
-            nodes_conf.save(self.config_path, self.membership.records(), self.save_faults)
+            variables = {EPOCH_VAR: str(self.membership.epoch)} if self.membership.epoch else None
+            nodes_conf.save(self.config_path, self.membership.records(), self.save_faults,
+                            variables)
         except OSError as error:
             reason = error.strerror or str(error)
             if self.config_save_ok or reason != self.config_save_error:   # not every retry
@@ -318,4 +344,5 @@ class ClusterService:
             ("cluster_config_save_error", self.config_save_error),
             ("cluster_bus_auth", ("off" if self.auth_secret is None else self.auth_mode)),
             *((f"cluster_bus_{name}", count) for name, count in self.bus.stats.items()),
+            *self.node.heal_info(),
         ]

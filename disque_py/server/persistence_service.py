@@ -30,7 +30,7 @@ import shutil
 import time
 
 from disque_py import log
-from disque_py.core.job import deserialize_job, serialize_job
+from disque_py.core.job import deserialize_job
 from disque_py.errors import CommandError
 from disque_py.persistence import aof_format
 from disque_py.persistence.aof import OFF, ON, WAIT_REWRITE, AofWriter
@@ -51,6 +51,7 @@ class PersistenceService:
         self.config = config
         self.server = server
         self.writer: AofWriter | None = None
+        self.loaded_from_aof = False     # the jobs of an AOF were loaded at start
         self.path = os.path.abspath(config["appendfilename"])
         config.on_change("appendonly", self._set_appendonly)
         config.on_change("appendfsync", self._set_policy)
@@ -65,6 +66,7 @@ class PersistenceService:
         data_end, from_disque = 0, False
         if (config["appendonly"] or enqueue_once) and os.path.exists(self.path):
             data_end, from_disque = self._load(enqueue_once)
+            self.loaded_from_aof = True
             if enqueue_once:
                 self._turn_off_enqueue_once()
         self.writer = AofWriter(self.path, config["appendfsync"], loop,
@@ -169,7 +171,7 @@ class PersistenceService:
     # ------------------------------------------------------------ running
 
     def append_job(self, job) -> None:
-        self.writer.append(aof_format.load_job_record(serialize_job(job)))
+        self.writer.append(aof_format.load_job_record(self.node.job_bytes(job)))
 
     def append_del(self, job_id: bytes) -> None:
         self.writer.append(aof_format.del_job_record(job_id))
@@ -238,7 +240,7 @@ class PersistenceService:
         """A rewrite set up on the writer; OSError if it cannot start."""
         writer = self.writer
         try:
-            writer.rewrite = Rewrite(writer, self.node.jobs)
+            writer.rewrite = Rewrite(writer, self.node.jobs, self.node.job_options)
         except OSError as error:
             log.warning("Cannot start the AOF rewrite: %s", error.strerror)
             self._rewrite_failed()

@@ -83,6 +83,7 @@ class Runtime:
         self.node = Node(node_id)
         self.node.maxmemory = config["maxmemory"]
         self.node.evict_jobs = config["maxmemory-policy"] == "acks"
+        self.node.set_rereplicate(config["rereplicate"])
         self.server = ServerState(self.node, config, executable=executable,
                                   config_file=config.config_file or "")
         self.server.feed_monitors = self.feed_monitors
@@ -105,6 +106,7 @@ class Runtime:
         config.on_change("maxmemory", self._set_maxmemory)
         config.on_change("maxmemory-policy",
                          lambda value: setattr(node, "evict_jobs", value == "acks"))
+        config.on_change("rereplicate", node.set_rereplicate)
         for name in ("tls-cert-file", "tls-key-file", "tls-ca-cert-file"):
             config.on_change(name, self._reload_tls)
 
@@ -124,6 +126,7 @@ class Runtime:
         self.cluster.check_port(config["port"] or config["tls-port"])
         self._load_tls()             # before the AOF: a bad TLS file fails at once
         self.persistence.load_and_open(self.loop)
+        self.cluster.choose_start_epoch(self.persistence.loaded_from_aof)
         self._stopped = self.loop.create_future()
         # `port 0` listens on no TCP port, as in Disque; `tls-port` adds a TLS one.
         for port, context, factory in (

@@ -21,7 +21,9 @@ Violations, each a string naming the job:
       at-least-once job whose ADDJOB succeeded was never acknowledged (the
       drain acknowledges every job it gets: a job delivered, then NACKed or
       forgotten by its consumer, is owed another delivery) although
-      fewer than REPLICATE of its holders lost their copy (ASYNC: although
+      fewer than REPLICATE of its holders lost their copy (with `strict`, for
+      "holders replaced one by one", where a node is lost only once the
+      others healed the copies: whatever the losses; ASYNC: although
       crashes did not destroy every copy; ASYNC on a leaving node, which
       keeps none: although a copy reached a holder). At-most-once jobs may
       be lost by design; they must be delivered at most once (unless the
@@ -71,6 +73,7 @@ class Checker:
         self.jobs: dict[bytes, JobFacts] = {}
         self.violations: list[str] = []
         self.books_broken = False
+        self.strict = False             # no excuse for REPLICATE >= 2 (holders replaced)
         net.observer = self
 
     # ------------------------------------------------------------ told by the workload
@@ -233,6 +236,8 @@ class Checker:
         unconfirmed (as Disque does): a lost frame loses it, crash or not."""
         if facts.async_:
             return (bool(facts.losses) or facts.external) and facts.closed_at is not None
+        if self.strict and facts.repl >= 2:
+            return False
         return len(facts.losses) >= facts.repl
 
     def _duplicated_copies(self) -> set[bytes]:

@@ -12,6 +12,7 @@ silence if it speaks when something is wrong.
 from __future__ import annotations
 
 import os
+import random
 import subprocess
 import sys
 
@@ -21,6 +22,7 @@ from disque_py.cluster import messages as msg
 from disque_py.core.job import WAIT_REPL
 from disque_py.core.node import Node
 from tests.sim.run import run_seed, run_seeds
+from tests.sim.workload import make_scenario
 
 SEEDS = int(os.environ.get("SIM_SEEDS", "2000"))
 # The sweep is played in slices, each a test with its own timeout: the
@@ -78,6 +80,11 @@ def _plant_gotack_ignored(monkeypatch):
     monkeypatch.setitem(Node._PEER_HANDLERS, msg.GOTACK, lambda *args: None)
 
 
+def _plant_no_healing(monkeypatch):
+    # Holders replaced one by one: without re-replication the copies run out.
+    monkeypatch.setattr(Node, "heal_view", lambda self, failed, epochs: None)
+
+
 def _plant_nack_deletes(monkeypatch):
     # A job handed back must be delivered again; this one is dropped everywhere.
     monkeypatch.setattr(Node, "enqueue_jobs", lambda self, job_ids, nack: self.fast_ack(job_ids))
@@ -88,7 +95,9 @@ def _plant_nack_deletes(monkeypatch):
     (_plant_aof_replay_skips_deljob, "(2)"),
     (_plant_gotack_ignored, "(4)"),
     (_plant_nack_deletes, "(1)"),
-], ids=["gotjob-count-skipped", "aof-replay-skips-deljob", "gotack-ignored", "nack-deletes"])
+    (_plant_no_healing, "(1)"),
+], ids=["gotjob-count-skipped", "aof-replay-skips-deljob", "gotack-ignored", "nack-deletes",
+        "no-healing"])
 def test_a_planted_bug_is_found_within_a_few_hundred_seeds(monkeypatch, plant, check):
     plant(monkeypatch)
     for seed in range(PLANTED_SEARCH):
@@ -109,8 +118,13 @@ def test_a_planted_bug_is_found_within_a_few_hundred_seeds(monkeypatch, plant, c
 
 # ------------------------------------------------------------------ replay
 
-def test_a_seed_replays_exactly_in_any_process():
-    seed = 4242
+def _first_replace_seed() -> int:
+    return next(seed for seed in range(1000) if make_scenario(random.Random(seed)).replace)
+
+
+@pytest.mark.parametrize("seed", [4242, _first_replace_seed()],
+                         ids=["random-faults", "holders-replaced"])
+def test_a_seed_replays_exactly_in_any_process(seed):
     digest = run_seed(seed).digest
     assert run_seed(seed).digest == digest
     for hash_seed in ("0", "12345"):       # set iteration order changes with it

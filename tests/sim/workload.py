@@ -13,6 +13,20 @@ half-broken connection does before failure detection notices), and nodes
 leave the cluster for a while (CLUSTER LEAVING: ADDJOB there keeps no
 copy, GETJOB there is refused).
 
+The nodes' views carry failure detection (SimNet.failure_detection: a
+node down, or cut off from a majority, is FAIL after a delay the seed
+picks) and start epochs, so the cores re-replicate (core/healing.py).
+
+One seed in REPLACE_ONE_IN plays "holders replaced one by one" instead of
+random faults: no drops, no AOF; while clients work, each node in turn is
+killed (a third of the jobs wait in a queue no consumer reads before the
+drain), and brought back empty once its jobs are back at their level (or
+before it is even flagged FAIL, now and then: then its restart is what
+shows the copies are gone), and the next node waits until every job is
+back at its level again. Every original holder of the first jobs is gone
+by the end, and nothing acknowledged may be lost: the checker is strict
+(a job with REPLICATE 2 or more is never excused, whatever the crashes).
+
 Then the faults stop: partitions heal, every node comes back, no more drops
 or duplicates (reordering stays), and consumers on every node take and
 acknowledge whatever is queued until nothing is left anywhere, or until
@@ -33,7 +47,7 @@ from typing import NamedTuple
 
 from disque_py.core.job import WAIT_REPL
 from disque_py.errors import DisqueError
-from tests.sim.checker import WAITING, Checker
+from tests.sim.checker import OK, WAITING, Checker
 from tests.unit.simnet import SimNet
 
 TTL_S = 3600                      # at-least-once jobs outlive the run
@@ -45,6 +59,12 @@ FAULT_MAX_MS = 3000               # the longest a partition, cut link or leave l
 ACTION_GAPS_MS = (0, 0, 1, 2, 5, 10, 20, 50, 100)
 BOOKS_EVERY = 10                  # actions between two checks of every node's books
 THINK_MS = (0, 0, 1, 5, 50, 300, 1500)
+FAIL_DELAYS_MS = (0, 200, 1000)   # how long after a crash or split a node is FAIL
+REPLACE_ONE_IN = 8                # seeds that play "holders replaced one by one"
+REPLACE_POLL_MS = 50
+REPLACE_WAIT_MS = 20_000          # for every job to be back at its level
+REPLACE_MIN_NODES = 4
+BACKLOG = b"backlog"              # replaced holders: a queue nobody reads until the drain
 
 
 class Scenario(NamedTuple):
@@ -61,18 +81,25 @@ class Scenario(NamedTuple):
     cut_rate: float               # one-way link failures
     leave_rate: float             # CLUSTER LEAVING yes, then no
     queues: tuple
+    fail_delay_ms: int = 0        # FAIL this long after a crash or a split
+    replace: bool = False         # holders replaced one by one (no random faults)
 
     def describe(self) -> str:
+        if self.replace:
+            return (f"{self.size} nodes, holders replaced one by one (no AOF, no drops), "
+                    f"latency {self.latency_ms}+{self.jitter_ms} ms, dup {self.dup} "
+                    f"(+{self.dup_delay_ms} ms), FAIL after {self.fail_delay_ms} ms, queues "
+                    f"{[q.decode() for q in self.queues]}")
         return (f"{self.size} nodes (AOF on {list(self.aof)}), latency {self.latency_ms}+"
                 f"{self.jitter_ms} ms, drop {self.drop}, dup {self.dup} (+{self.dup_delay_ms}"
                 f" ms), faults for {self.fault_ms} ms, crash {self.crash_rate}, partition "
                 f"{self.partition_rate}, cut {self.cut_rate}, leave {self.leave_rate}, queues "
-                f"{[q.decode() for q in self.queues]}")
+                f"{[q.decode() for q in self.queues]}, FAIL after {self.fail_delay_ms} ms")
 
 
 def make_scenario(rng: random.Random) -> Scenario:
     size = rng.randint(3, 5)
-    return Scenario(
+    scenario = Scenario(
         size=size,
         aof=tuple(i for i in range(size) if rng.random() < 0.5),
         latency_ms=rng.choice((1, 1, 2, 5)),
@@ -87,6 +114,12 @@ def make_scenario(rng: random.Random) -> Scenario:
         leave_rate=rng.choice((0.0, 0.0, 0.01)),
         queues=(b"q1", b"q2")[:rng.randint(1, 2)],
     )
+    # Drawn last: a seed's other choices are what they were before these.
+    scenario = scenario._replace(fail_delay_ms=rng.choice(FAIL_DELAYS_MS))
+    if size >= REPLACE_MIN_NODES and rng.randrange(REPLACE_ONE_IN) == 0:
+        scenario = scenario._replace(replace=True, aof=(), drop=0.0, crash_rate=0.0,
+                                     partition_rate=0.0, cut_rate=0.0, leave_rate=0.0)
+    return scenario
 
 
 class Client:
@@ -109,13 +142,15 @@ class Workload:
         self.seed = seed
         self.rng = rng = random.Random(seed)
         self.scenario = sc = make_scenario(rng)
-        self.net = net = SimNet(sc.size, seed=seed, track_copies=True)
+        self.net = net = SimNet(sc.size, seed=seed, track_copies=True, failure_detection=True,
+                                fail_delay_ms=sc.fail_delay_ms)
         for i in sc.aof:
             net.with_aof(i)
         net.latency_ms, net.jitter_ms = sc.latency_ms, sc.jitter_ms
         net.drop, net.dup, net.dup_delay_ms = sc.drop, sc.dup, sc.dup_delay_ms
         self.trace: list[tuple] = []          # (time, what it is about, text)
         self.checker = Checker(net, self.log)
+        self.checker.strict = sc.replace
         self.agenda: list = []                # heap of (time, seq, method, args)
         self._seq = itertools.count()
         self._clients = itertools.count()
@@ -132,7 +167,13 @@ class Workload:
         net = self.net
         self.log("scenario: " + self.scenario.describe())
         self.later(0, self.random_action)
-        self.run_until(self.fault_end)
+        if self.scenario.replace:
+            self.replaced: list[int] = []
+            self.later(self.scenario.fault_ms // 2, self.replace_next)
+            self.fault_end = float("inf")          # until every node was replaced
+            self.run_until(net.start_ms + DRAIN_LIMIT_MS, lambda: self.fault_end < float("inf"))
+        else:
+            self.run_until(self.fault_end)
         self.stop_faults()
         if not self.run_until(net.clock.now_ms() + DRAIN_LIMIT_MS, self.quiet):
             self.checker.violations.append(
@@ -261,7 +302,7 @@ class Workload:
         async_ = not at_most_once and rng.random() < 0.2
         timeout = rng.choice((0, 100, 1000, 5000))
         client = Client(True, next(self._clients))
-        queue = rng.choice(self.scenario.queues)
+        queue = rng.choice(self.scenario.queues + ((BACKLOG,) if self.scenario.replace else ()))
         options = f"REPLICATE {repl} RETRY {retry} DELAY {delay} TIMEOUT {timeout}" \
                   + (" ASYNC" if async_ else "")
         try:
@@ -364,6 +405,56 @@ class Workload:
             self.net.call(i, "ack_jobs", [job_id])
             self.log(f"n{i} ACKJOB of an ID nobody made")
 
+    # ------------------------------------------------------------ holders replaced
+
+    def below_level(self) -> list[str]:
+        """The jobs a client was promised that have fewer copies than their
+        REPLICATE could have now (every live node, at most)."""
+        checker, live = self.checker, len(self.net.live())
+        return [facts.name for facts in checker.jobs.values()
+                if facts.outcome == OK and facts.retry and not facts.acked
+                and facts.closed_at is None and facts.repl >= 2
+                and len(checker.holders(facts.id)) < min(facts.repl, live)]
+
+    def replace_next(self) -> None:
+        """Kill the next node; bring it back empty once its jobs are healed
+        (or at once, before it is FAIL, one time in three)."""
+        net = self.net
+        if len(self.replaced) == len(net.nodes):
+            self.fault_end = net.clock.now_ms()
+            self.log("every node was replaced", FAULT)
+            return
+        i = len(self.replaced)
+        self.replaced.append(i)
+        lost = self.checker.crashing(i)
+        net.crash(i)
+        self.log(f"n{i} CRASH (replaced), lost {self.names(lost)}", FAULT)
+        self.checker.crashed(lost)
+        early = self.scenario.fail_delay_ms > REPLACE_POLL_MS and self.rng.random() < 1 / 3
+        if early:
+            self.later(self.rng.randint(1, self.scenario.fail_delay_ms - 1), self.replace_back, i,
+                       net.clock.now_ms())
+        else:
+            self.later(REPLACE_POLL_MS, self.replace_wait, i, net.clock.now_ms(), True)
+
+    def replace_wait(self, i: int, since: int, down: bool) -> None:
+        net = self.net
+        late = net.clock.now_ms() - since >= REPLACE_WAIT_MS + self.scenario.fail_delay_ms
+        below = self.below_level()
+        if below and not late:
+            self.later(REPLACE_POLL_MS, self.replace_wait, i, since, down)
+            return
+        if below:
+            self.log(f"still below their level after {REPLACE_WAIT_MS} ms: {below[:10]}", FAULT)
+        if down:
+            self.replace_back(i, net.clock.now_ms())
+        else:
+            self.later(self.rng.choice(ACTION_GAPS_MS), self.replace_next)
+
+    def replace_back(self, i: int, since: int) -> None:
+        self.restart(i)
+        self.later(REPLACE_POLL_MS, self.replace_wait, i, self.net.clock.now_ms(), False)
+
     # ------------------------------------------------------------ consumers
 
     def consume(self, client: Client, node: int, job_id: bytes) -> None:
@@ -407,7 +498,7 @@ class Workload:
         net = self.net
         got = False
         for i in net.live():
-            for job in net.call(i, "get_jobs", list(self.scenario.queues), 100):
+            for job in net.call(i, "get_jobs", list(self.scenario.queues) + [BACKLOG], 100):
                 self.log(f"n{i} GETJOB (drain) -> {self.name(job.id)}", job.id)
                 self.checker.delivered(job.id, i)
                 self.consume(None, i, job.id)

@@ -16,6 +16,11 @@ Faults, all drawn from one seeded RNG so a run replays exactly:
   * crash(i) / restart(i): a node loses every job and queue, and comes back
     empty with the same node ID; frames to or from a down node, or sent to
     or by an earlier incarnation of it, are lost (its TCP links died);
+  * failure_detection (off unless asked): the views pushed to the cores
+    also say which peers are FAIL (down, or cut off from a majority on the
+    other side of a partition; after fail_delay_ms, when set) and each
+    node's start epoch, which changes when a node restarts without an AOF
+    (membership's job in production; core/healing.py acts on them);
   * with_aof(i): the node keeps an append-only file. Its AofLoadJob /
     AofDelJob effects are written as real AOF records (persistence/
     aof_format.py) into an in-memory log that survives crashes, and
@@ -82,7 +87,8 @@ def node_id_for(seed: int, index: int) -> bytes:
 
 class SimNet:
     def __init__(self, size: int, seed: int = 0, start_ms: int = START_MS,
-                 track_copies: bool = False) -> None:
+                 track_copies: bool = False, failure_detection: bool = False,
+                 fail_delay_ms: int = 0) -> None:
         self.seed = seed
         self.start_ms = start_ms
         self.clock = FakeClock(start_ms, seed=seed)
@@ -90,6 +96,12 @@ class SimNet:
         self.ids = [node_id_for(seed, i) for i in range(size)]
         self.index = {node_id: i for i, node_id in enumerate(self.ids)}
         self.incarnation = [0] * size
+        self.epoch = [1] * size            # start epochs: new at each restart without an AOF
+        self.failure_detection = failure_detection
+        self.fail_delay_ms = fail_delay_ms
+        self.down_since = [0] * size
+        self.split_since = 0               # when the current partition began
+        self._failed_views: list = [None] * size     # what each node was last told
         self.track_copies = track_copies
         self.aof: list[bytearray | None] = [None] * size     # the AOF of each node that has one
         self.aof_jobs: list[set] = [set() for _ in range(size)]   # jobs its AOF would load
@@ -137,14 +149,44 @@ class SimNet:
             # order would change with PYTHONHASHSEED, so would the run.
             known = dict.fromkeys(node_id for j, node_id in enumerate(self.ids) if j != i)
             linked = [self.ids[j] for j in range(size) if self.linked(i, j) and not self.leaving[j]]
-            self.nodes[i].set_cluster_view(size, known, len(linked), linked, self.leaving[i])
+            if self.failure_detection:
+                failed = self.failed_seen_by(i)
+                self._failed_views[i] = failed
+                epochs = {self.ids[j]: self.epoch[j] for j in range(size) if j != i}
+                self.nodes[i].set_cluster_view(size, known, len(linked), linked, self.leaving[i],
+                                               [self.ids[j] for j in failed], epochs)
+            else:
+                self.nodes[i].set_cluster_view(size, known, len(linked), linked, self.leaving[i])
             self._drain(i)
+
+    def failed_seen_by(self, i: int) -> tuple:
+        """The nodes i's membership would flag FAIL: down for fail_delay_ms,
+        or on the other side of a partition when i's side is a majority."""
+        size, now = len(self.ids), self.clock.now_ms()
+        majority = sum(1 for j in range(size) if self.group[j] == self.group[i]) > size // 2 \
+            and now - self.split_since >= self.fail_delay_ms
+        return tuple(j for j in range(size) if j != i and (
+            (not self.up[j] and now - self.down_since[j] >= self.fail_delay_ms)
+            or (majority and self.group[j] != self.group[i])))
+
+    def _failure_views_due(self) -> bool:
+        """A down node's fail delay just ran out for someone."""
+        return any(self._failed_views[i] != self.failed_seen_by(i) for i in self.live())
+
+    def _next_fail_detection(self) -> int | None:
+        now = self.clock.now_ms()
+        due = [self.down_since[j] + self.fail_delay_ms for j in range(len(self.ids))
+               if not self.up[j] and self.down_since[j] + self.fail_delay_ms > now]
+        if any(self.group) and self.split_since + self.fail_delay_ms > now:
+            due.append(self.split_since + self.fail_delay_ms)
+        return min(due) if due else None
 
     def live(self) -> list[int]:
         return [i for i in range(len(self.ids)) if self.up[i]]
 
     def partition(self, *groups) -> None:
         """Split the nodes into groups (node indexes); unlisted nodes form one more."""
+        self.split_since = self.clock.now_ms()
         listed = {i for group in groups for i in group}
         for number, group in enumerate(groups, 1):
             for i in group:
@@ -165,12 +207,15 @@ class SimNet:
     def crash(self, i: int) -> None:
         """The node's process dies: its state is gone, it stays known to others."""
         self.up[i] = False
+        self.down_since[i] = self.clock.now_ms()
         self.nodes[i].take_effects()
         self.refresh_views()
 
     def restart(self, i: int) -> Node:
         """Back with the same ID, and the jobs of its AOF if it has one."""
         self.incarnation[i] += 1
+        if self.aof[i] is None:
+            self.epoch[i] += 1             # back empty: its copies are gone
         self.nodes[i] = node = self._boot(i)
         self.up[i] = True
         self.refresh_views()
@@ -325,6 +370,8 @@ class SimNet:
                 self._deliver(trace, frame, links)
                 continue
             busy = False
+            if self.failure_detection and self.fail_delay_ms and self._failure_views_due():
+                self.refresh_views()
             for i in self.live():
                 busy |= self.nodes[i].tick()
                 self._drain(i)
@@ -337,6 +384,10 @@ class SimNet:
         candidates = [limit, now + self.max_step_ms]
         if self._inflight:
             candidates.append(self._inflight[0][0])
+        if self.failure_detection and self.fail_delay_ms:
+            detection = self._next_fail_detection()
+            if detection is not None:
+                candidates.append(detection)
         for i in self.live():
             wake = self.nodes[i].next_wakeup()
             if wake is not None:

@@ -25,7 +25,8 @@ JOBS_TYPES = (msg.REPLJOB, msg.YOURJOBS)
 JOB_ID_TYPES = (msg.GOTJOB, msg.ENQUEUE, msg.QUEUED, msg.WORKING, msg.SETACK,
                 msg.WILLQUEUE, msg.GOTACK, msg.DELJOB)
 QUEUE_OP_TYPES = (msg.NEEDJOBS, msg.PAUSE)
-ALL_TYPES = HEARTBEAT_TYPES + (msg.FAIL,) + JOBS_TYPES + JOB_ID_TYPES + QUEUE_OP_TYPES
+ALL_TYPES = HEARTBEAT_TYPES + (msg.FAIL,) + JOBS_TYPES + JOB_ID_TYPES + QUEUE_OP_TYPES + (
+    msg.EPOCH,)
 
 FUZZ = settings(max_examples=300, deadline=None,
                 suppress_health_check=[HealthCheck.too_slow])
@@ -52,6 +53,8 @@ bodies = {
     msg.Jobs: st.builds(msg.Jobs, st.lists(st.binary(max_size=300), max_size=10)),
     msg.JobIds: st.builds(msg.JobIds, st.lists(st.tuples(job_ids, u32), max_size=20)),
     msg.QueueOp: st.builds(msg.QueueOp, st.binary(max_size=200), u32),
+    msg.Epoch: st.builds(msg.Epoch, st.integers(1, 2 ** 64 - 1),
+                         st.lists(st.tuples(node_ids, st.integers(1, 2 ** 64 - 1)), max_size=5)),
 }
 
 
@@ -76,6 +79,8 @@ def sample_body(kind: int):
         return msg.Jobs([b"first job", b"", b"\x00\xff" * 5])
     if body_kind is msg.JobIds:
         return msg.JobIds([(JOB_ID, 3), (JOB_ID.replace(b"8YL", b"9ZZ"), 0xFFFF_FFFF)])
+    if body_kind is msg.Epoch:
+        return msg.Epoch(0x0123_4567_89AB_CDEF, [(OTHER, 42)])
     return msg.QueueOp(b"myqueue", 42)
 
 
@@ -117,7 +122,8 @@ def test_every_message_type_round_trips(kind):
 @pytest.mark.parametrize("kind", ALL_TYPES, ids=lambda kind: msg.TYPE_NAMES[kind])
 def test_every_message_type_round_trips_when_empty(kind):
     empty = {msg.Heartbeat: msg.Heartbeat(), msg.Fail: msg.Fail(OTHER), msg.Jobs: msg.Jobs(),
-             msg.JobIds: msg.JobIds(), msg.QueueOp: msg.QueueOp(b"", 0)}[msg.BODY_KIND[kind]]
+             msg.JobIds: msg.JobIds(), msg.QueueOp: msg.QueueOp(b"", 0),
+             msg.Epoch: msg.Epoch(1)}[msg.BODY_KIND[kind]]
     header, decoded = msg.decode(payload_of(kind, empty))
     assert header.type == kind
     assert decoded == empty
@@ -196,7 +202,7 @@ def test_decode_refuses_other_signatures(signature):
         msg.decode(raw_header(msg.FAIL, signature=signature) + OTHER)
 
 
-@pytest.mark.parametrize("kind", [16, 17, 100, 255])
+@pytest.mark.parametrize("kind", [17, 18, 100, 255])
 def test_decode_refuses_an_unknown_type(kind):
     with pytest.raises(BadFrame):
         msg.decode(raw_header(kind) + OTHER)
@@ -400,3 +406,19 @@ def test_corrupted_valid_frames_never_raise_anything_but_badframe(message, data)
 def test_random_counts_and_lengths_never_raise_anything_but_badframe(kind, numbers, tail):
     body = b"".join(struct.pack(">I", number) for number in numbers) + tail
     decode_only_badframe(raw_header(kind) + body)
+
+
+def test_epoch_is_a_u64_never_zero_with_the_epochs_heard_of_others():
+    frame = frame_of(msg.EPOCH, msg.Epoch(2 ** 64 - 1))
+    assert len(frame) == msg.LENGTH.size + msg.HEADER.size + 8 + 2
+    assert msg.decode(frame[4:])[1] == msg.Epoch(2 ** 64 - 1)
+    others = [(OTHER, 7), (SENDER, 2 ** 63)]
+    frame = frame_of(msg.EPOCH, msg.Epoch(5, others))
+    assert len(frame) == msg.LENGTH.size + msg.HEADER.size + 8 + 2 + 2 * 48
+    assert msg.decode(frame[4:])[1] == msg.Epoch(5, others)
+    for bad in (msg.U64.pack(0) + msg.U16.pack(0),                        # epoch 0
+                msg.U64.pack(1) + msg.U16.pack(1) + OTHER + msg.U64.pack(0),
+                msg.U64.pack(1) + msg.U16.pack(1) + b"x" * 40 + msg.U64.pack(1),
+                msg.U64.pack(1) + msg.U16.pack(2) + OTHER + msg.U64.pack(1)):
+        with pytest.raises(BadFrame):
+            msg.decode(raw_header(msg.EPOCH) + bad)

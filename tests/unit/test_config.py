@@ -105,6 +105,7 @@ EXTENSIONS = {
     "tls-auth-clients": False,
     "tls-protocols": False,
     "tls-cluster": False,
+    "rereplicate": True,
 }
 
 

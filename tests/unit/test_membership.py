@@ -26,7 +26,7 @@ from disque_py.cluster import messages as msg
 from disque_py.cluster import nodes_conf
 from disque_py.cluster.membership import (
     BLACKLIST_TTL_MS, BUS_PORT_OFFSET, FAIL, HANDSHAKE, LEAVING, MEET, MYSELF, NOADDR,
-    PFAIL, RECONNECT_MAX_MS, RECONNECT_MIN_MS, Membership, random_node_id)
+    PFAIL, RECONNECT_MAX_MS, RECONNECT_MIN_MS, SPEAKS_EPOCH, Membership, random_node_id)
 from disque_py.core.clock import FakeClock
 from disque_py.core.effects import Connect, DropLink, ReplyOn, SaveConfig, Send
 
@@ -56,6 +56,8 @@ class SimNode:
         self.state = "up"                # up | muted (SIGSTOP-like) | down (killed)
         self.saves = 0
         self.connects: list[tuple[int, object]] = []   # (time, node) of Connect effects
+        self.old = False                 # an older version: no EPOCH, rejects it (BadFrame)
+        self.refused: list[str] = []     # frames an old version would have refused
 
     @property
     def id(self) -> bytes:
@@ -86,8 +88,14 @@ class Net:
 
     # -------------------------------------------------------------- setup
 
-    def add(self, node_id: bytes | None = None, port: int | None = None) -> SimNode:
+    def add(self, node_id: bytes | None = None, port: int | None = None, epoch: int = 0,
+            old: bool = False) -> SimNode:
         sim = SimNode(self, port or BASE_PORT + len(self.sims), node_id)
+        sim.membership.epoch = epoch or (len(self.sims) + 1) * 1000
+        if old:                          # what a node before SPEAKS_EPOCH sends and reads
+            sim.old = True
+            sim.membership.capabilities = 0
+            sim.membership.epoch = 0
         self.sims.append(sim)
         return sim
 
@@ -159,10 +167,15 @@ class Net:
                 header, body = msg.decode(frame[msg.LENGTH.size:])
                 self.delivered[msg.TYPE_NAMES[header.type]] += 1
                 membership = receiver.membership
+                if receiver.old and header.type > msg.PAUSE:
+                    receiver.refused.append(msg.TYPE_NAMES[header.type])   # BadFrame there
+                    continue
                 if header.type in (msg.PING, msg.PONG, msg.MEET):
                     membership.on_heartbeat(via, link, IP, IP, header, body)
                 elif header.type == msg.FAIL:
                     membership.on_fail(header, body)
+                elif header.type == msg.EPOCH:
+                    membership.on_epoch(header, body)
                 self.collect(receiver)
         raise AssertionError("the simulated network never went quiet")
 
@@ -811,3 +824,137 @@ def test_a_late_pong_for_a_handshake_that_timed_out_is_ignored(net, clock):
     pong = b.membership.header(msg.PONG)
     a.membership.on_heartbeat(handshake, "late-link", IP, IP, pong, msg.Heartbeat())
     assert list(a.membership.nodes) == [a.id]
+
+
+# ------------------------------------------------------------------ start epochs
+
+def epoch_seen(sim: SimNode, other: SimNode) -> int:
+    return sim.node(other.id).epoch
+
+
+def test_every_header_says_the_node_speaks_epoch(net):
+    a = net.add()
+    assert a.membership.header(msg.PING).flags & SPEAKS_EPOCH
+    assert a.membership.header(msg.REPLJOB).flags & SPEAKS_EPOCH
+    a.membership.set_leaving(True)
+    assert a.membership.header(msg.PING).flags == LEAVING | SPEAKS_EPOCH
+    # Never in the node's own flags: not gossiped, not in nodes.conf.
+    assert not a.membership.myself.flags & SPEAKS_EPOCH
+    assert all("epoch" not in record.line() for record in a.membership.records())
+
+
+def test_each_node_learns_the_epoch_of_the_others_from_the_answers_to_its_pings(net):
+    a, b, c = mesh(net, 3)
+    for sim in (a, b, c):
+        assert {node.id: node.epoch for node in sim.membership.peers()} == {
+            other.id: other.membership.epoch for other in (a, b, c) if other is not sim}
+        assert sim.membership.epochs() == {node.id: node.epoch
+                                           for node in sim.membership.peers()}
+    assert net.delivered["EPOCH"] >= net.delivered["MEET"]
+
+
+def test_a_ping_without_the_bit_gets_a_pong_and_no_epoch(net):
+    a = net.add()
+    a.membership.meet(IP, 9999)
+    link = object()
+    header = msg.Header(msg.PING, random_node_id(), 7799, 0)
+    a.membership.on_heartbeat(None, link, IP, IP, header, msg.Heartbeat())
+    replies = [effect.kind for effect in a.membership.take_effects() if type(effect) is ReplyOn]
+    assert replies == [msg.PONG]
+    header.flags = SPEAKS_EPOCH | LEAVING
+    a.membership.on_heartbeat(None, link, IP, IP, header, msg.Heartbeat())
+    replies = [(effect.kind, effect.body) for effect in a.membership.take_effects()
+               if type(effect) is ReplyOn]
+    assert [kind for kind, _ in replies] == [msg.PONG, msg.EPOCH]
+    assert replies[1][1] == msg.Epoch(a.membership.epoch)
+
+
+def test_an_older_node_is_never_sent_epoch_and_stays_in_the_mesh(net):
+    """A rolling upgrade: nodes of the version before EPOCH never get one
+    (they would refuse the frame and close the link), the mesh forms, and
+    the new nodes know the epochs of each other only."""
+    new1, new2 = net.add(), net.add()
+    old = net.add(old=True)
+    for left, right in ((new1, old), (old, new2)):
+        assert left.membership.meet(IP, right.port)
+    net.run_until(net.full_mesh, max_ms=10_000)
+    net.run(5 * TIMEOUT)
+    assert net.full_mesh()
+    assert old.refused == []
+    assert epoch_seen(new1, new2) == new2.membership.epoch
+    assert epoch_seen(new2, new1) == new1.membership.epoch
+    assert epoch_seen(new1, old) == epoch_seen(new2, old) == 0
+    assert old.id not in new1.membership.epochs()
+    # Upgraded in place (same ID and records, restarted): its epoch is learned.
+    records = old.membership.records()
+    net.kill(old)
+    net.sims.remove(old)
+    upgraded = net.add(node_id=old.id, port=old.port, epoch=4242)
+    upgraded.membership.load_records(records)
+    net.run_until(lambda: epoch_seen(new1, upgraded) == epoch_seen(new2, upgraded) == 4242,
+                  max_ms=4 * TIMEOUT)
+
+
+def test_a_restarted_node_is_seen_with_its_new_epoch_and_an_unchanged_one_stays(net):
+    a, b, c = mesh(net, 3)
+    before = c.membership.epoch
+    for epoch in (before, before + 1):     # with its AOF (kept), then without (new)
+        records = c.membership.records()
+        net.kill(c)
+        net.sims.remove(c)
+        c = net.add(node_id=c.id, port=c.port, epoch=epoch)
+        c.membership.load_records(records)
+        net.run_until(lambda: epoch_seen(a, c) == epoch_seen(b, c) == epoch, max_ms=4 * TIMEOUT)
+    assert a.membership.on_epoch(msg.Header(msg.EPOCH, c.id, c.port, 0), msg.Epoch(7)) is True
+    assert a.membership.on_epoch(msg.Header(msg.EPOCH, c.id, c.port, 0), msg.Epoch(7)) is False
+    stranger = random_node_id()
+    assert a.membership.on_epoch(msg.Header(msg.EPOCH, stranger, 1, 0), msg.Epoch(7)) is False
+
+
+def test_a_new_node_learns_from_its_peers_the_epoch_of_a_node_still_down(net):
+    """A node that starts while another is down cannot ask that one its
+    epoch; it takes the one its peers heard as a hint, so that the node's
+    return with a new epoch (restarted empty) is seen as such."""
+    a, b, c = mesh(net, 3)
+    c_epoch = c.membership.epoch
+    records = {sim: sim.membership.records() for sim in (b, c)}
+    net.kill(c)
+    net.kill(b)
+    net.sims.remove(b)
+    b2 = net.add(node_id=b.id, port=b.port, epoch=777)          # b back, empty
+    b2.membership.load_records(records[b])
+    net.run_until(lambda: b2.node(a.id).linked and epoch_seen(b2, a) != 0, max_ms=4 * TIMEOUT)
+    assert b2.node(c.id).epoch == 0                              # never heard from c...
+    assert b2.node(c.id).epoch_hint == c_epoch                   # ... but a did
+    assert b2.membership.epochs()[c.id] == c_epoch
+    assert net.delivered["EPOCH"] > 0
+    net.sims.remove(c)
+    c2 = net.add(node_id=c.id, port=c.port, epoch=c_epoch + 1)   # c back, empty too
+    c2.membership.load_records(records[c])
+    net.run_until(lambda: epoch_seen(b2, c2) == c_epoch + 1, max_ms=4 * TIMEOUT)
+    assert b2.membership.epochs()[c.id] == c_epoch + 1           # a change b2 can see
+    # Asked once per peer: later PINGs no longer ask.
+    assert all(node.epochs_asked for node in b2.membership.peers())
+    b2.membership._send_heartbeat(b2.node(a.id), msg.PING)
+    (ping,) = [effect for effect in b2.membership.take_effects() if type(effect) is Send]
+    assert not ping.mflags & msg.MSG_WANT_EPOCHS
+    fresh = net.add()
+    fresh.membership.meet(IP, a.port)
+    fresh.membership.tick()
+    (meet,) = [effect for effect in fresh.membership.take_effects() if type(effect) is Connect]
+    fresh.membership.link_up(meet.node)
+    (hello,) = [effect for effect in fresh.membership.take_effects() if type(effect) is Send]
+    assert hello.kind == msg.MEET and hello.mflags & msg.MSG_WANT_EPOCHS
+
+
+def test_nodes_conf_keeps_the_start_epoch_in_a_vars_line(tmp_path):
+    path = str(tmp_path / "nodes.conf")
+    records = [nodes_conf.NodeRecord("a" * 40, IP, 7711, {"myself"}),
+               nodes_conf.NodeRecord("b" * 40, IP, 7712, set())]
+    nodes_conf.save(path, records, variables={"start-epoch": "12345"})
+    assert nodes_conf.load(path) == records
+    assert nodes_conf.load_vars(path) == {"start-epoch": "12345"}
+    assert open(path).read().splitlines()[-1] == "vars start-epoch 12345"
+    nodes_conf.save(path, records)
+    assert nodes_conf.load_vars(path) == {}
+    assert nodes_conf.load_vars(str(tmp_path / "missing")) == {}

@@ -1,0 +1,391 @@
+"""Copies that heal: a job whose holders are lost is copied again, until it
+is back at its REPLICATE level (the `rereplicate` directive, on by default).
+
+Disque never restores a job's replication level: a job added with
+REPLICATE 3 whose three holders are lost one after the other is gone, even
+when the cluster never had more than one node down at a time (a kill -9
+without an AOF, then a restart, empties a node). Here the surviving holders
+make new copies as soon as a holder is seen lost.
+
+A lost holder, as this node sees it:
+  * flagged FAIL (membership: a majority agreed it is down), or no longer
+    known at all (CLUSTER FORGET). PFAIL is not enough: only FAIL is agreed,
+    so only FAIL makes the survivors act the same way;
+  * restarted empty. Every node has a start epoch that changes whenever it
+    starts without loading jobs from an AOF, and that its peers learn
+    (cluster/membership.py, EPOCH). When a peer's epoch changes, every job
+    here that lists it as a holder is marked: that holder lost its copy (a
+    "wiped" holder). A node restarted with its AOF keeps its epoch: its jobs
+    are back, nothing is lost.
+A job's level here is this node (it has the job) plus the holders listed in
+job.delivered that are neither lost nor wiped. Below job.repl it is healed;
+at-most-once jobs (REPLICATE 1) and acknowledged ones never are.
+
+Who acts, for one job: exactly one holder, the first of the holders that
+count in a per-job order every node computes alike (crc32 of the job ID
+and the node ID: rendezvous hashing, so the work of one lost node spreads
+over all the survivors). A survivor that is not first watches the job and
+acts only if it is still below its level after HEAL_FALLBACK_MS times its
+place in that order (the first one died too, or sees the cluster
+otherwise). Views can differ for a moment (a FAIL not yet received), which
+at worst makes one copy too many, never one too few for long.
+
+What it does is what an ADDJOB does: replicate(job, k, noreply=True)
+chooses k new holders at random among the reachable nodes not listed yet,
+and sends a REPLJOB carrying the full holder list to every listed holder,
+old and new. A new holder adopts the copy with that list; a surviving
+holder merges the list into its own (on_repljob), so the ack's garbage
+collection (SETACK/GOTACK/DELJOB, sent to every listed holder) reaches the
+new copies too; a wiped holder that is reachable again is still listed, so
+the same REPLJOB gives it its copy back, and k counts it: healing prefers
+the old holders to new nodes, which keeps holder lists short.
+
+The holder list (job.delivered) means "every node that may have a copy",
+and healing only ever adds to it:
+  * a FAIL holder stays listed: it may come back with its AOF and its copy,
+    and must then get the ack (SETACK, DELJOB) like any other holder. Its
+    copy comes back on top of the new ones: one copy too many, until acked;
+  * a wiped holder stays listed: it answers SETACK with GOTACK (a job it
+    does not know), which costs one message per ack, and any later heal
+    gives it a copy back (then it counts again);
+  * a holder never heard of again (forgotten) stays listed too, and holds
+    the ack's collection up until the job's TTL, as in Disque.
+A REPLJOB received for a job clears its marks here: its sender just sent a
+copy to every holder it lists, the wiped ones included.
+
+Pacing: a lost holder starts a pass over the whole job table, HEAL_SCAN_JOBS
+jobs per HEAL_PERIOD_MS (finding the jobs that list it), and at most
+HEAL_JOBS_PER_PERIOD jobs are healed per period (each heal is one REPLJOB
+per holder), so a node failure does not flood the bus: 2,000 jobs a second
+per node at most. A job with no node left to copy to waits until a node
+becomes reachable again.
+
+Limits: the holders of a job lost together before any of them was seen
+lost (or faster than the pacing heals) lose it, as without healing
+(without an AOF: nothing can bring it back). A wiped holder is recognised
+only by a node that knew its previous epoch: a node restarted with its AOF
+while a peer was emptied does not know that peer lost its copies. A copy
+given by a heal is confirmed by nobody (no GOTJOB): if that REPLJOB is lost
+on a link that broke without the node restarting, the holder is counted
+but has nothing. Costs: the REPLJOBs of a heal and one more copy of a
+job's body on the new holder; the pass reads every job once per loss.
+
+The core stays pure: the cluster view comes through set_cluster_view
+(peers.py) and heal_view() here, time from the node's clock, and every
+copy leaves as ToPeer effects.
+"""
+
+from __future__ import annotations
+
+import heapq
+import zlib
+
+from disque_py.core.job import ACKED, WAIT_REPL, Job
+
+HEAL_PERIOD_MS = 100              # how often healing runs while it has work
+HEAL_SCAN_JOBS = 20_000           # jobs the pass looks at per period
+HEAL_JOBS_PER_PERIOD = 500        # jobs healed (copies sent) per period, at most
+HEAL_CHECKS_PER_PERIOD = 4_000    # jobs examined per period (cheap when at level)
+HEAL_FALLBACK_MS = 10_000         # per place in the order, before a watcher acts
+HEAL_WAIT_REPL_MS = 500           # a job still waiting for its first copies: look again
+HEAL_PRUNE_PER_PERIOD = 1_000     # marks checked per period (jobs gone, acked)
+
+LOST, WIPED = 1, 2                # why a holder is looked for by the pass
+
+
+class HealingMixin:
+    """Re-replication, as part of Node (state initialised by init_healing)."""
+
+    def init_healing(self) -> None:
+        self.heal_enabled = True
+        # The cluster view, as last pushed (heal_view).
+        self._heal_failed: frozenset = frozenset()
+        self._heal_known: frozenset = frozenset()
+        self._heal_linked: frozenset = frozenset()
+        self._heal_epochs: dict[bytes, int] = {}
+        # The pass: which holders it looks for, where it is, what is left.
+        self._heal_triggers: dict[bytes, int] = {}
+        self._heal_cursor = 0
+        self._heal_left = 0
+        self._heal_next = 0
+        # Jobs: to examine (True: a watcher's turn came, it acts whatever
+        # its place); watched (another holder first); short of nodes.
+        self._heal_pending: dict[Job, bool] = {}
+        self._heal_watch: dict[Job, int] = {}
+        self._heal_watch_heap: list = []
+        self._heal_seq = 0
+        self._heal_short: dict[Job, None] = {}
+        self._heal_marks: dict[Job, tuple] = {}      # job -> its wiped holders
+        self._heal_prune: list = []
+        # Counters (INFO).
+        self.heal_peers_failed = 0
+        self.heal_peers_restarted_empty = 0
+        self.heal_jobs_restored = 0
+        self.heal_copies_restored = 0
+
+    # ------------------------------------------------------------ the view
+
+    def heal_view(self, failed, epochs) -> None:
+        """The membership's view of lost nodes: `failed`, the peers flagged
+        FAIL; `epochs`, {peer ID: start epoch} of the peers that told theirs
+        (None: this caller knows no epochs). Called with every view push."""
+        lost: list[bytes] = []
+        failed = frozenset(failed or ())
+        if failed != self._heal_failed:
+            newly = sorted(failed - self._heal_failed)
+            self.heal_peers_failed += len(newly)
+            lost += newly
+            self._heal_failed = failed
+        known = self.known_peers
+        if len(known) != len(self._heal_known) or not self._heal_known.issuperset(known):
+            lost += sorted(self._heal_known.difference(known))
+            self._heal_known = frozenset(known)
+        wiped: list[bytes] = []
+        if epochs:
+            seen = self._heal_epochs
+            for node_id, epoch in epochs.items():
+                before = seen.get(node_id)
+                if before != epoch:
+                    seen[node_id] = epoch
+                    if before is not None:
+                        wiped.append(node_id)
+            if wiped:
+                wiped.sort()
+                self.heal_peers_restarted_empty += len(wiped)
+        linked = self.reachable
+        grew = False
+        if len(linked) != len(self._heal_linked) or not self._heal_linked.issuperset(linked):
+            grew = not self._heal_linked.issuperset(linked)
+            self._heal_linked = frozenset(linked)
+        if not self.heal_enabled:
+            return
+        if lost or wiped:
+            self._heal_start_pass(lost, wiped)
+        if grew and self._heal_short:
+            self._heal_pending.update(dict.fromkeys(self._heal_short, True))   # somewhere
+            self._heal_short.clear()                                            # to copy to?
+            self._heal_next = 0
+
+    def _heal_start_pass(self, lost, wiped) -> None:
+        triggers = self._heal_triggers
+        for node_id in lost:
+            triggers.setdefault(node_id, LOST)
+        for node_id in wiped:
+            triggers[node_id] = WIPED
+        self._heal_left = self.jobs.partition_count     # a whole pass from here
+        self._heal_next = 0
+
+    def set_rereplicate(self, enabled: bool) -> None:
+        """CONFIG SET rereplicate. Turned on: one pass looks for the jobs of
+        the nodes failing now. Turned off: the work under way is dropped."""
+        enabled = bool(enabled)
+        if enabled == self.heal_enabled:
+            return
+        self.heal_enabled = enabled
+        if enabled:
+            if self._heal_failed:
+                self._heal_start_pass(sorted(self._heal_failed), ())
+        else:
+            self.heal_reset(keep_view=True)
+
+    def heal_reset(self, keep_view: bool = True) -> None:
+        """Drop the work under way and the marks (FLUSHALL, or turned off)."""
+        self._heal_triggers.clear()
+        self._heal_left = 0
+        self._heal_pending.clear()
+        self._heal_watch.clear()
+        self._heal_watch_heap.clear()
+        self._heal_short.clear()
+        self._heal_marks.clear()
+        self._heal_prune.clear()
+
+    # ------------------------------------------------------------ timers
+
+    def heal_next_due(self) -> int | None:
+        """When healing has something to do (None: nothing)."""
+        if self._heal_left or self._heal_pending:
+            return self._heal_next
+        if self._heal_watch_heap:
+            return max(self._heal_watch_heap[0][0], self._heal_next)
+        return None
+
+    def tick_healing(self, now: int) -> None:
+        """One period's work: the pass, the jobs found, the watched ones due."""
+        self._heal_next = now + HEAL_PERIOD_MS
+        if self._heal_left:
+            self._heal_scan(HEAL_SCAN_JOBS)
+        heap = self._heal_watch_heap
+        if heap:
+            watch, pending = self._heal_watch, self._heal_pending
+            while heap and heap[0][0] <= now:
+                due, _, job, fallback = heapq.heappop(heap)
+                if watch.get(job) == due:
+                    del watch[job]
+                    pending[job] = fallback
+        if self._heal_pending:
+            self._heal_work(now)
+        if self._heal_marks or self._heal_short:
+            self._heal_prune_marks(HEAL_PRUNE_PER_PERIOD)
+
+    def _heal_scan(self, budget: int) -> None:
+        """Visit partitions of the job table until `budget` jobs were seen:
+        the jobs listing a holder the pass looks for are examined next
+        (those listing a wiped one are marked). In ID order, so a seed of
+        the simulation replays whatever the hash seed."""
+        table, triggers, me = self.jobs, self._heal_triggers, self.id
+        count = table.partition_count
+        found = []
+        seen = 0
+        while self._heal_left and seen < budget:
+            jobs = table.partition(self._heal_cursor)
+            self._heal_cursor = (self._heal_cursor + 1) % count
+            self._heal_left -= 1
+            seen += len(jobs)
+            for job in jobs:
+                if job.repl < 2 or job.state == ACKED:
+                    continue
+                for node_id in job.delivered:
+                    if node_id in triggers:
+                        found.append(job)
+                        break
+        if not self._heal_left:
+            triggers_now = dict(triggers)
+            triggers.clear()
+        else:
+            triggers_now = triggers
+        found.sort(key=job_id_of)
+        marks, pending = self._heal_marks, self._heal_pending
+        for job in found:
+            wiped = tuple(node_id for node_id in job.delivered
+                          if node_id != me and triggers_now.get(node_id) == WIPED)
+            if wiped:
+                old = marks.get(job, ())
+                marks[job] = old + tuple(node_id for node_id in wiped if node_id not in old)
+            pending[job] = False
+
+    def _heal_work(self, now: int) -> None:
+        pending = self._heal_pending
+        healed = checked = 0
+        while pending and healed < HEAL_JOBS_PER_PERIOD and checked < HEAL_CHECKS_PER_PERIOD:
+            job = next(iter(pending))
+            fallback = pending.pop(job)
+            checked += 1
+            healed += self._heal_job(job, now, fallback)
+
+    # ------------------------------------------------------------ one job
+
+    def _heal_job(self, job: Job, now: int, fallback: bool = False) -> bool:
+        """Examine one job; heal it if it is below its level and this node
+        is first in line (or, `fallback`, was watching it long enough).
+        True if copies were sent."""
+        if self.jobs.get(job.id) is not job or job.state == ACKED or job.repl < 2:
+            self._heal_marks.pop(job, None)
+            return False
+        if job.state == WAIT_REPL:
+            self._heal_watch_job(job, now + HEAL_WAIT_REPL_MS, False)   # its producer's, for now
+            return False
+        me = self.id
+        failed, known, linked = self._heal_failed, self.node_ids, self._heal_linked
+        marks = self._heal_marks.get(job, ())
+        counted = [me]
+        refresh = 0
+        for node_id in job.delivered:
+            if node_id == me or node_id in failed or node_id not in known:
+                continue
+            if node_id in marks:
+                refresh += node_id in linked
+                continue
+            counted.append(node_id)
+        deficit = job.repl - len(counted)
+        if deficit <= 0:
+            return False
+        place = 0
+        if len(counted) > 1 and not fallback:
+            # First in line among those that can act now: a holder this node
+            # has no link to may be dead (not FAIL yet) and would hold the job.
+            able = [node_id for node_id in counted if node_id == me or node_id in linked]
+            if len(able) > 1:
+                crc = zlib.crc32(job.id)
+                order = sorted(able, key=lambda node_id: (zlib.crc32(node_id, crc), node_id))
+                place = order.index(me)
+        if place:
+            self._heal_watch_job(job, now + place * HEAL_FALLBACK_MS, True)
+            return False
+        wanted = max(deficit - refresh, 0)
+        added = self.replicate(job, wanted, noreply=True)
+        if refresh:
+            left = tuple(node_id for node_id in marks if node_id not in linked)
+            if left:
+                self._heal_marks[job] = left
+            else:
+                del self._heal_marks[job]
+        self._heal_watch.pop(job, None)
+        self.heal_jobs_restored += 1
+        self.heal_copies_restored += added + refresh
+        if added < wanted:
+            self._heal_short[job] = None       # not enough nodes: when one comes back
+        return True
+
+    def _heal_watch_job(self, job: Job, due: int, fallback: bool) -> None:
+        """Look at the job again at `due`; a job already watched keeps its
+        earlier time (new passes must not put a fallback off forever)."""
+        before = self._heal_watch.get(job)
+        if before is not None and before <= due:
+            return
+        self._heal_watch[job] = due
+        self._heal_seq += 1
+        heapq.heappush(self._heal_watch_heap, (due, self._heal_seq, job, fallback))
+
+    def on_repljob_healing(self, sender: bytes, mflags: int, jobs: list[bytes]) -> None:
+        """REPLJOB (on_repljob), then: its sender sent a copy to every holder
+        it lists, so marks on those jobs are cleared, and the watched ones
+        are looked at again (their holders may have changed)."""
+        self.on_repljob(sender, mflags, jobs)
+        if self._heal_marks or self._heal_watch:
+            self._heal_copies_received(jobs)
+
+    def _heal_copies_received(self, jobs: list[bytes]) -> None:
+        marks, watch, table = self._heal_marks, self._heal_watch, self.jobs
+        for data in jobs:
+            job = table.get(data[:40])
+            if job is None:
+                continue
+            if marks:
+                marks.pop(job, None)
+            if job in watch:
+                del watch[job]
+                self._heal_pending[job] = False
+
+    def _heal_prune_marks(self, budget: int) -> None:
+        """Forget the marks (and the waits for a node to copy to) of jobs
+        that left or were acknowledged, a slice at a time."""
+        prune, marks, short, table = self._heal_prune, self._heal_marks, self._heal_short, \
+            self.jobs
+        if not prune:
+            prune.extend(marks)
+            prune.extend(short)
+        for _ in range(min(budget, len(prune))):
+            job = prune.pop()
+            if table.get(job.id) is not job or job.state == ACKED:
+                marks.pop(job, None)
+                short.pop(job, None)
+
+    # ------------------------------------------------------------ INFO
+
+    def heal_info(self) -> list[tuple[str, object]]:
+        below = len(self._heal_watch) + len(self._heal_short)
+        return [
+            ("rereplicate", "yes" if self.heal_enabled else "no"),
+            ("rereplicate_peers_failed", self.heal_peers_failed),
+            ("rereplicate_peers_restarted_empty", self.heal_peers_restarted_empty),
+            ("rereplicate_peers_known_epoch", len(self._heal_epochs)),
+            ("rereplicate_jobs_to_check", len(self._heal_pending)),
+            ("rereplicate_jobs_below_level", below),
+            ("rereplicate_jobs_restored", self.heal_jobs_restored),
+            ("rereplicate_copies_restored", self.heal_copies_restored),
+            ("rereplicate_pass_in_progress", int(bool(self._heal_left))),
+        ]
+
+
+def job_id_of(job: Job) -> bytes:
+    return job.id

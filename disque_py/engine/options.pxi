@@ -1,0 +1,157 @@
+# Job options beyond Disque: BACKOFF, MAXDELIVERIES and DEADLETTER.
+#
+# A plain job carries none and pays one flag test where they matter: a job
+# with options has FLAG_HAS_OPTIONS, and its JobOptions live beside it in
+# NodeCore.job_options (Job -> JobOptions), so the job record keeps its
+# size. The rules they add (node.pxi applies them):
+#
+#   * a job is delivered 1 + nacks + additional-deliveries times before a
+#     re-queue; when that reaches max_deliveries, the re-queue puts it in
+#     its dead-letter queue instead (once: a dead job re-queues there);
+#   * with BACKOFF, a NACK without DELAY and a RETRY timeout re-queue it
+#     after base * 2^(deliveries - 1) ms, capped at max, +-10% jitter.
+#
+# On the wire and in the AOF the options follow the holders (wire.pxi),
+# only for a job that has them, and only to peers that announced they read
+# them (core/peers.py): an older node gets the job without its options.
+#
+#   u8 version (1), u32 backoff base ms, u32 backoff max ms,
+#   u32 max deliveries, u8 dead reason,
+#   u32 length + dead-letter queue (NO_NAME: "<queue>:dead"),
+#   u32 length + the queue a dead job came from (NO_NAME: none)
+
+cdef enum:
+    OPTIONS_V1 = 1
+    OPTIONS_FIXED = 14             # version to dead reason
+    NO_NAME = 0xFFFFFFFF
+    BACKOFF_JITTER_PERMILLE = 100  # +-10%
+    MAX_BACKOFF_SHIFT = 40
+
+DEAD_REASON_NAMES = {DEAD_MAX_DELIVERIES: b"max-deliveries"}
+DEAD_QUEUE_SUFFIX = b":dead"
+
+
+@cython.final
+@cython.no_gc
+cdef class JobOptions:
+    """What a job asked for beyond Disque, and whether it died."""
+
+    def __init__(self, uint32_t backoff_base_ms=0, uint32_t backoff_max_ms=0,
+                 uint32_t max_deliveries=0, deadletter=None):
+        self.backoff_base_ms = backoff_base_ms
+        self.backoff_max_ms = backoff_max_ms
+        self.max_deliveries = max_deliveries
+        self.deadletter = deadletter
+        self.dead_reason = DEAD_NONE
+
+    cdef bint dead_letter_due(self, Job job) noexcept:
+        """Whether the re-queue about to happen is one delivery too many."""
+        return self.max_deliveries != 0 and self.dead_reason == DEAD_NONE and \
+            1 + <int64_t>job.nacks + job.deliveries >= self.max_deliveries
+
+    cdef bytes dead_queue(self, Job job):
+        if self.deadletter is not None:
+            return <bytes>self.deadletter
+        return <bytes>job.queue_ + DEAD_QUEUE_SUFFIX
+
+    cdef int64_t backoff_ms(self, Job job, int64_t random_permille) noexcept:
+        """The wait before the next re-queue (0: none); `random_permille`
+        in [0, 1000) picks the jitter."""
+        cdef int64_t deliveries = 1 + <int64_t>job.nacks + job.deliveries
+        cdef int64_t shift = deliveries - 1 if deliveries - 1 < MAX_BACKOFF_SHIFT \
+            else MAX_BACKOFF_SHIFT
+        cdef int64_t wait = <int64_t>self.backoff_base_ms << shift
+        if self.backoff_base_ms == 0:
+            return 0
+        if wait > self.backoff_max_ms:
+            wait = self.backoff_max_ms
+        wait += wait * (2 * random_permille - 1000) * BACKOFF_JITTER_PERMILLE // 1000000
+        return wait if wait < self.backoff_max_ms else self.backoff_max_ms
+
+    @property
+    def dead_reason_name(self):
+        return DEAD_REASON_NAMES.get(self.dead_reason)
+
+    def fields(self):
+        """(backoff base, backoff max, max deliveries, dead reason,
+        dead-letter queue, origin): what the wire block carries."""
+        return (self.backoff_base_ms, self.backoff_max_ms, self.max_deliveries,
+                self.dead_reason, self.deadletter, self.origin)
+
+    def __eq__(self, other):
+        return type(other) is JobOptions and self.fields() == (<JobOptions>other).fields()
+
+    def __repr__(self):
+        return "JobOptions%r" % (self.fields(),)
+
+
+def job_options(uint32_t backoff_base_ms, uint32_t backoff_max_ms, uint32_t max_deliveries,
+                int dead_reason, deadletter, origin):
+    """JobOptions from fields(), as a JobRecord keeps them."""
+    cdef JobOptions options = JobOptions(backoff_base_ms, backoff_max_ms, max_deliveries,
+                                         deadletter)
+    options.dead_reason = dead_reason
+    options.origin = origin
+    return options
+
+
+cdef inline Py_ssize_t _name_size(object name) noexcept:
+    return 4 + (PyBytes_GET_SIZE(name) if name is not None else 0)
+
+
+cdef Py_ssize_t options_size(JobOptions options) noexcept:
+    if options is None:
+        return 0
+    return OPTIONS_FIXED + _name_size(options.deadletter) + _name_size(options.origin)
+
+
+cdef char* _pack_name(char* at, object name) noexcept:
+    if name is None:
+        return _put_be(at, NO_NAME, 4)
+    at = _put_be(at, PyBytes_GET_SIZE(name), 4)
+    memcpy(at, PyBytes_AS_STRING(name), PyBytes_GET_SIZE(name))
+    return at + PyBytes_GET_SIZE(name)
+
+
+cdef char* pack_options(char* at, JobOptions options) noexcept:
+    at = _put_be(at, OPTIONS_V1, 1)
+    at = _put_be(at, options.backoff_base_ms, 4)
+    at = _put_be(at, options.backoff_max_ms, 4)
+    at = _put_be(at, options.max_deliveries, 4)
+    at = _put_be(at, options.dead_reason, 1)
+    at = _pack_name(at, options.deadletter)
+    return _pack_name(at, options.origin)
+
+
+cdef object _parse_name(const char* data, Py_ssize_t size, Py_ssize_t* pos):
+    cdef uint64_t length
+    if size - pos[0] < 4:
+        raise ValueError("truncated job options")
+    length = _get_be(data + pos[0], 4)
+    pos[0] += 4
+    if length == NO_NAME:
+        return None
+    if <Py_ssize_t>length > size - pos[0]:
+        raise ValueError("truncated job options")
+    name = PyBytes_FromStringAndSize(data + pos[0], <Py_ssize_t>length)
+    pos[0] += <Py_ssize_t>length
+    return name
+
+
+cdef JobOptions parse_options(const char* data, Py_ssize_t size):
+    """The options block (wire.pxi has found where it starts); ValueError
+    on anything malformed or from a later version."""
+    cdef Py_ssize_t pos = OPTIONS_FIXED
+    cdef JobOptions options = JobOptions.__new__(JobOptions)
+    if size < OPTIONS_FIXED or <unsigned char>data[0] != OPTIONS_V1:
+        raise ValueError("bad job options")
+    options.backoff_base_ms = <uint32_t>_get_be(data + 1, 4)
+    options.backoff_max_ms = <uint32_t>_get_be(data + 5, 4)
+    options.max_deliveries = <uint32_t>_get_be(data + 9, 4)
+    options.dead_reason = <uint8_t>data[13]
+    options.deadletter = _parse_name(data, size, &pos)
+    options.origin = _parse_name(data, size, &pos)
+    if pos != size or options.dead_reason > DEAD_MAX_DELIVERIES or \
+            options.backoff_max_ms < options.backoff_base_ms:
+        raise ValueError("bad job options")
+    return options
