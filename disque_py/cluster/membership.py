@@ -28,6 +28,11 @@ not heard from itself yet: a node that just started (empty) learns what
 epoch a node that is still down had, and so can tell, when that node comes
 back, whether it restarted empty meanwhile.
 
+Job options (BACKOFF, MAXDELIVERIES...): a node sets SPEAKS_JOB_OPTIONS in
+its headers when it reads a job's options block; each peer's header bits
+are kept (ClusterNode.capabilities) and the job core sends jobs with their
+options only to peers that set it, plain jobs to the others.
+
 Links: each node keeps one outgoing connection to every other node and
 sends its PINGs there; PONGs come back on it. Connections others opened to
 us (inbound) are answered on the same connection. The bus reports link
@@ -51,7 +56,8 @@ PFAIL, FAIL, MYSELF, HANDSHAKE, NOADDR, MEET, LEAVING = 1, 2, 4, 8, 16, 32, 128
 # node's flags, so never gossiped nor written to nodes.conf). Nodes before
 # these bits ignore them (on_heartbeat reads only LEAVING).
 SPEAKS_EPOCH = 256    # answer my PINGs with EPOCH
-HEADER_CAPABILITIES = SPEAKS_EPOCH
+SPEAKS_JOB_OPTIONS = 512   # my jobs may carry the options block (engine/options.pxi)
+HEADER_CAPABILITIES = SPEAKS_EPOCH | SPEAKS_JOB_OPTIONS
 FLAG_NAMES = ((MYSELF, "myself"), (PFAIL, "fail?"), (FAIL, "fail"), (HANDSHAKE, "handshake"),
               (NOADDR, "noaddr"), (LEAVING, "leaving"))
 FLAGS_BY_NAME = {name: flag for flag, name in FLAG_NAMES}
@@ -72,7 +78,7 @@ class ClusterNode:
     __slots__ = ("id", "ip", "port", "flags", "ctime", "ping_sent", "pong_received",
                  "data_received", "fail_time", "fail_reports", "linked", "link_since",
                  "connecting", "next_connect", "backoff", "link_generation", "epoch",
-                 "epoch_hint", "epochs_asked")
+                 "epoch_hint", "epochs_asked", "capabilities")
 
     def __init__(self, node_id: bytes, ip: str, port: int, flags: int, now: int) -> None:
         self.id = node_id
@@ -97,6 +103,9 @@ class ClusterNode:
         self.epoch = 0               # its start epoch, from its EPOCH (0: not known)
         self.epoch_hint = 0          # ... as another node heard it (until we hear it)
         self.epochs_asked = False    # it answered our MSG_WANT_EPOCHS
+        # The header bits of its last heartbeat (0 until heard: assume an
+        # older version, which is the safe side).
+        self.capabilities = 0
 
     @property
     def flag_names(self) -> str:
@@ -291,6 +300,7 @@ class Membership:
                 self._changed()
         if sender is not None:
             self.heard_from(sender, now)
+            sender.capabilities = header.flags & HEADER_CAPABILITIES
         if sender is not None and not sender.linked and not sender.connecting \
                 and not sender.flags & (HANDSHAKE | NOADDR):
             # It talks to us again (a restart?): reconnect now, not after backoff.

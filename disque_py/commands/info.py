@@ -139,6 +139,7 @@ def _stats(srv) -> list[tuple[str, object]]:
         ("rejected_connections", stats.rejected_connections),
         ("latest_fork_usec", 0),            # nothing here forks (rewrites run in-process)
         ("total_jobs_created", srv.node.stats_jobs_created),
+        ("total_jobs_dead_lettered", srv.node.stats_dead_lettered),   # beyond Disque
     ]
 
 

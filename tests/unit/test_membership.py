@@ -26,7 +26,8 @@ from disque_py.cluster import messages as msg
 from disque_py.cluster import nodes_conf
 from disque_py.cluster.membership import (
     BLACKLIST_TTL_MS, BUS_PORT_OFFSET, FAIL, HANDSHAKE, LEAVING, MEET, MYSELF, NOADDR,
-    PFAIL, RECONNECT_MAX_MS, RECONNECT_MIN_MS, SPEAKS_EPOCH, Membership, random_node_id)
+    PFAIL, RECONNECT_MAX_MS, RECONNECT_MIN_MS, SPEAKS_EPOCH, SPEAKS_JOB_OPTIONS, Membership,
+    random_node_id)
 from disque_py.core.clock import FakeClock
 from disque_py.core.effects import Connect, DropLink, ReplyOn, SaveConfig, Send
 
@@ -832,14 +833,26 @@ def epoch_seen(sim: SimNode, other: SimNode) -> int:
     return sim.node(other.id).epoch
 
 
-def test_every_header_says_the_node_speaks_epoch(net):
+def test_every_header_says_the_node_speaks_epoch_and_job_options(net):
     a = net.add()
     assert a.membership.header(msg.PING).flags & SPEAKS_EPOCH
-    assert a.membership.header(msg.REPLJOB).flags & SPEAKS_EPOCH
+    assert a.membership.header(msg.REPLJOB).flags & SPEAKS_JOB_OPTIONS
     a.membership.set_leaving(True)
-    assert a.membership.header(msg.PING).flags == LEAVING | SPEAKS_EPOCH
+    assert a.membership.header(msg.PING).flags == LEAVING | SPEAKS_EPOCH | SPEAKS_JOB_OPTIONS
     # Never in the node's own flags: not gossiped, not in nodes.conf.
-    assert not a.membership.myself.flags & SPEAKS_EPOCH
+    assert not a.membership.myself.flags & (SPEAKS_EPOCH | SPEAKS_JOB_OPTIONS)
+
+
+def test_a_peer_is_known_to_read_job_options_once_its_header_says_so(net):
+    a, b = net.add(), net.add()
+    old = net.add()
+    old.membership.capabilities = SPEAKS_EPOCH      # the version before job options
+    for left, right in ((a, b), (a, old)):
+        assert left.membership.meet(IP, right.port)
+    net.run_until(net.full_mesh, max_ms=10_000)
+    assert a.node(b.id).capabilities & SPEAKS_JOB_OPTIONS
+    assert not a.node(old.id).capabilities & SPEAKS_JOB_OPTIONS
+    assert old.node(a.id).capabilities & SPEAKS_JOB_OPTIONS
     assert all("epoch" not in record.line() for record in a.membership.records())
 
 
