@@ -153,14 +153,24 @@ class HealingMixin:
                 wiped.sort()
                 self.heal_peers_restarted_empty += len(wiped)
         linked = self.reachable
-        grew = False
+        grew = shrank = False
         if len(linked) != len(self._heal_linked) or not self._heal_linked.issuperset(linked):
             grew = not self._heal_linked.issuperset(linked)
-            self._heal_linked = frozenset(linked)
+            linked = frozenset(linked)
+            shrank = not linked.issuperset(self._heal_linked)
+            self._heal_linked = linked
         if not self.heal_enabled:
             return
         if lost or wiped:
             self._heal_start_pass(lost, wiped)
+        if shrank and self._heal_watch:
+            # The holder this node waits for to act may be the one whose
+            # link just broke (killed, not FAIL for seconds yet): rank the
+            # watched jobs again now, not when their fallback comes.
+            pending = self._heal_pending
+            for job in self._heal_watch:
+                pending.setdefault(job, False)
+            self._heal_next = 0
         if grew and self._heal_short:
             self._heal_pending.update(dict.fromkeys(self._heal_short, True))   # somewhere
             self._heal_short.clear()                                            # to copy to?

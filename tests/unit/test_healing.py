@@ -365,3 +365,34 @@ def test_the_same_seed_replays_the_same_healing():
         return [(m.at, m.src, m.dst, m.kind, m.keys) for m in net.sent]
 
     assert run() == run()
+
+
+def test_a_watcher_acts_at_once_when_the_first_in_line_loses_its_link():
+    # A holder restarts empty; the survivor first in line does nothing (as if
+    # killed a moment later: its link breaks, FAIL is far off). The other
+    # survivor must not wait for its fallback: it ranks the job again now.
+    net = five(seed=5, fail_delay_ms=60_000)
+    job = replicated(net)
+    first = holders(net, job.id)
+    wiped = min(first - {0})
+    probe = five(seed=5, fail_delay_ms=60_000)
+    assert replicated(probe).id == job.id
+    probe.crash(wiped)
+    probe.run_for(500)
+    restarted_at = probe.clock.now_ms()
+    probe.restart(wiped)
+    assert probe.run_until(lambda: probe.nodes[wiped].lookup(job.id) is not None,
+                           HEAL_DEADLINE_MS)
+    (actor,) = {m.src for m in repljobs_since(probe, restarted_at, job.id)}
+    (watcher,) = first - {wiped, actor}
+    net.nodes[actor].set_rereplicate(False)
+    net.crash(wiped)
+    net.run_for(500)
+    net.restart(wiped)
+    net.run_for(1000)
+    assert net.nodes[wiped].lookup(job.id) is None     # the watcher waits for the actor
+    t0 = net.clock.now_ms()
+    net.crash(actor)
+    assert net.run_until(lambda: net.nodes[wiped].lookup(job.id) is not None,
+                         HEAL_DEADLINE_MS)
+    assert {m.src for m in repljobs_since(net, t0, job.id)} == {watcher}
