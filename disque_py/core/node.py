@@ -34,7 +34,7 @@ from disque_py.core.requeue import RequeueMixin
 from disque_py.core.scantable import ScanTable
 from disque_py.core.waiters import JOB_REPLICATION, TIMED_OUT, Deadlines
 from disque_py.core.waits import WaitsMixin
-from disque_py.engine import PAUSED_IN, REMOVED_BEFORE_COPIES, JobTable, NodeCore
+from disque_py.engine import PAUSED_IN, REMOVED_BEFORE_COPIES, JobTable, NodeCore, job_options
 from disque_py.errors import NoReplError
 
 QUEUE_MAX_IDLE_S = 5 * 60
@@ -82,8 +82,16 @@ class Node(NodeCore, MemoryPolicyMixin, ConsumerMixin, AcksMixin, ReplicationMix
         """A job from the AOF: back as active (re-queued by its retry timer),
         or queued again when `enqueue` (a controlled restart) and it was."""
         now = self.clock.now_ms()
-        if record.etime * 1000 <= now or record.id in self.jobs:
+        if record.etime * 1000 <= now:
             return False
+        known = self.jobs.get(record.id)
+        if known is not None:
+            # A later record of a job with options: dead-lettered, or moved
+            # back by QREQUEUE, since the first one was written.
+            if record.options is None:
+                return False
+            return self.revise(known, record.queue, record.nacks, record.deliveries,
+                               job_options(*record.options))
         was_queued = record.state == QUEUED
         job = self.adopt_record(record, now, ACTIVE, persist=False)
         job.flags = record.flags | (job.flags & FLAG_HAS_OPTIONS)

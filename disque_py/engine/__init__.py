@@ -32,7 +32,7 @@ from disque_py.engine._core import (CONSTANTS, HOT_COMMANDS, PAUSE_STATE_NAMES, 
                                     Job, JobOptions, JobQueue,
                                     JobTable, NodeCore, Queue, RequestParser, ServerCore,
                                     SessionCore, StatsCore, is_at_most_once_id, is_valid_id,
-                                    new_job, pack_job, parse_int, parse_strict_int,
+                                    job_options, new_job, pack_job, parse_int, parse_strict_int,
                                     render_jobs, run_hot, serialize_job, unpack_job)
 
 BUCKET_MS = CONSTANTS["BUCKET_MS"]      # the awake schedule's resolution

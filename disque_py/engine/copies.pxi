@@ -84,6 +84,8 @@ cdef int copies_on_repljob(NodeCore node, bytes sender, int mflags, list jobs) e
             copies_learn_holders(node, job, wire.nodes, wire.node_count)
             if mflags & MSG_REVISED:
                 copies_revise(node, job, &wire, options, now)
+            elif options is not None and options.dead_reason != DEAD_NONE:
+                node.mark_dead(job)        # its QUEUED flagged dead did not reach us
         elif not take_new:
             continue
         else:
@@ -126,17 +128,10 @@ cdef int copies_revise(NodeCore node, Job job, WireJob* wire, JobOptions options
     """A holder changed the job (QREQUEUE moved it out of its dead-letter
     queue): this copy takes its queue, counters and options, and waits a
     retry period for it to be acknowledged there."""
-    if job.state == ACKED:
+    if not node.revise(job, PyBytes_FromStringAndSize(wire.queue, wire.queue_len),
+                       wire.nacks, wire.deliveries, options):
         return 0
-    node.dequeue(job)
-    old = <bytes>job.queue_
-    if PyBytes_GET_SIZE(old) != wire.queue_len or \
-            memcmp(PyBytes_AS_STRING(old), wire.queue, wire.queue_len) != 0:
-        set_job_queue(job, PyBytes_FromStringAndSize(wire.queue, wire.queue_len))
-        if node.queue_waits:
-            node.waits_queue_moved(job, old)
-    job.nacks, job.deliveries = wire.nacks, wire.deliveries
-    node.set_options(job, options)
+    node.persist_job(job)
     if job.retry:
         node.set_requeue_time(job, node.retry_time(job, now))
     return 0

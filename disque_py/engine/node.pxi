@@ -253,10 +253,12 @@ cdef class NodeCore:
         if not now:
             now = self.now_ms()
         job.state = QUEUED
-        if flags & FLAG_COUNTED:
-            # A delayed NACK, counted and announced when it was asked for.
+        if flags & FLAG_COUNTED and not nack:
+            # A delayed NACK, counted and announced when it was asked for
+            # (a new NACK meanwhile is one more delivery: counted below).
             flags &= ~(FLAG_COUNTED | FLAG_BACKED_OFF)
         elif flags & FLAG_BCAST_QUEUED or nack:
+            flags &= ~FLAG_COUNTED
             # A re-queue: count it (one too many: dead-letter it), and tell
             # the other holders (they count, and mark it dead, too).
             mflags = MSG_INCR_NACKS if nack else MSG_INCR_DELIV
@@ -354,6 +356,7 @@ cdef class NodeCore:
         self.stats_dead_lettered += 1
         if self.queue_waits:
             self.waits_queue_moved(job, old)
+        self.persist_job(job)          # a restart must find it dead, in its new queue
         return 0
 
     def mark_dead(self, Job job):
@@ -390,8 +393,27 @@ cdef class NodeCore:
             if self.queue_waits:
                 self.waits_queue_moved(job, dead_queue)
             self.enqueue(job)
+            self.persist_job(job)
             moved.append(job)
         return moved
+
+    def revise(self, Job job, bytes queue, uint32_t nacks, uint32_t deliveries,
+               JobOptions options):
+        """A newer state of a job this node holds (a holder's QREQUEUE, or a
+        later AOF record of it): its queue, counters and options, taken out
+        of its queue (its timers queue it again). False if acked."""
+        if job.state == ACKED:
+            return False
+        self.dequeue(job)
+        old = <bytes>job.queue_
+        if old != queue:
+            found = self.queues.get(queue)
+            set_job_queue(job, (<Queue>found).name if found is not None else queue)
+            if self.queue_waits:
+                self.waits_queue_moved(job, old)
+        job.nacks, job.deliveries = nacks, deliveries
+        self.set_options(job, options)
+        return True
 
     def back_off(self, Job job, int64_t now):
         """A RETRY timeout is due: with BACKOFF, push it back once (True)."""

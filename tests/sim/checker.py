@@ -30,24 +30,152 @@ Violations, each a string naming the job:
       network duplicated a frame that carried it);
   (2) a delivery after the job closed (its ACK had reached every copy);
   (4) memory left after quiescence: jobs, queued jobs, producers parked.
+  (5) a job dead-lettered early (see "Failed jobs" below);
+  (6) a job not dead-lettered when due;
+  (7) a job dead-lettered by two nodes in one life, with no excuse;
+  (8) the job changed: a delivery with a body other than ADDJOB's, a copy
+      served from a dead-letter queue that is not dead, a job dead-lettered
+      into another queue than its DEADLETTER (or "<queue>:dead") or without
+      the queue it came from, a live copy made from a REPLJOB or YOURJOBS
+      its dead-letterer sent after deciding; and each node's count of
+      dead-lettered jobs (INFO total_jobs_dead_lettered) must be what the
+      checker saw it dead-letter and mark dead.
 (3), nothing raises, is the runner's: any exception fails the seed. And now
 and then during the run, each node's books must agree with themselves
 (check_books): a broken invariant shows where it breaks, long before it
 loses or revives a job.
+
+Failed jobs (ADDJOB MAXDELIVERIES n [DEADLETTER q], BACKOFF; NACK DELAY;
+QREQUEUE). The cores are TracedNodes: each enqueue() (the engine's cpdef
+dispatch calls a Python override even from C), each MSG_DEAD heard
+(mark_dead) and each QREQUEUE (revive_dead) is reported with the job's
+counters just before and after, unchanged. A *decision* is an enqueue()
+that moved the job into its dead-letter queue; a *counted re-queue* is an
+enqueue() that raised nacks (a NACK) or deliveries (a RETRY re-queue: the
+awake timer's, or an ENQUEUE). A job's *life* ends at each QREQUEUE that
+moves it (counters back to 0). The reasoning, for a job with limit n:
+
+  * What the counters may hold. nacks and deliveries grow only by counted
+    re-queues: on the node that re-queues, and on the other holders by
+    QUEUED with MSG_INCR_NACKS / MSG_INCR_DELIV, one per event; copies
+    (REPLJOB, YOURJOBS, the AOF) carry some holder's counters, never more;
+    QREQUEUE resets them. So on any node, at any time,
+        nacks      <= NACKs accepted (nack_jobs answered 1) + QUEUED
+                      frames with MSG_INCR_NACKS the network duplicated
+                      + stale ones (below),
+        deliveries <= RETRY re-queues that happened on any node + QUEUED
+                      frames with MSG_INCR_DELIV duplicated + stale ones,
+    both counted over the job's whole run (a sound bound across lives).
+    A *stale* QUEUED is one in flight to a node when that node made a new
+    copy (REPLJOB, YOURJOBS): the copy may carry a counter that counts its
+    event already, and the QUEUED then counts it again (the engine's
+    increments are not idempotent; on a reordering link, or with the copy
+    from a third node, this happens: seed 654, "counts an event twice" in
+    the trace). Counters are best effort the other way too: a lost QUEUED
+    leaves a holder behind, lower than this, which is allowed.
+  * (5) never early. A decision must be due on the deciding node's own
+    counters before the re-queue counts itself (1 + nacks + deliveries
+    >= n), and those counters must be within the bounds above. Each
+    accepted NACK follows its own GETJOB delivery (a consumer NACKs a job
+    it got, once), so together: GETJOB deliveries + RETRY re-queues +
+    duplicated increments >= n, checked too. That is the promise: a job
+    is dead-lettered only once it was handed out n times, counting a
+    RETRY re-queue as a delivery (a job re-queued by its timer is
+    presumed delivered and lost, as Disque's additional-deliveries does:
+    with a holder cut off from the one that has it queued, that can be a
+    job nobody consumed; the bound then says the counters are what the
+    re-queues made, not more).
+  * (6) on time. A counted re-queue whose counters were due (1 + nacks +
+    deliveries >= n before it, job not dead yet) must be a decision; a
+    NACK DELAY that was due must dead-letter at once, not later. Queueings
+    that count nothing (the first, a federation move, a delayed NACK's
+    own queueing, counted and checked when asked for, QREQUEUE's) are
+    not re-queues and decide nothing.
+  * (7) one node. The decider tells the job's other holders with QUEUED
+    + MSG_DEAD; a holder that hears it marks its copy dead, so it cannot
+    decide in this life again. A second decision in the same life is
+    excused only if the first decider's MSG_DEAD to that node was lost
+    (a fault: drop, partition, cut, crash) or still in flight (concurrent
+    decisions: both re-queued before either heard the other), or the
+    decider did not list the node among the holders (a copy made while
+    its holder list was on its way: federation or healing in flight), or
+    the node's copy was made after the first decision (from a holder that
+    had not heard yet, a REPLJOB the MSG_DEAD overtook, or a duplicated
+    REPLJOB that brings a deleted job back), or revised after it (a
+    QREQUEUE elsewhere, whose REPLJOB MSG_REVISED came after the MSG_DEAD:
+    the revive and the death crossed; lives are counted per job, not per
+    copy), or the node restarted since (its AOF does not record the move).
+    So without faults, reordering, concurrent re-queues or QREQUEUE racing
+    a death, a job is dead-lettered on one node.
 """
 
 from __future__ import annotations
 
-from disque_py.core.effects import AofDelJob, Unblock
-from disque_py.core.job import ACKED, QUEUED, WAIT_REPL
+import itertools
+from typing import NamedTuple
+
+from disque_py.cluster import messages as msg
+from disque_py.core.effects import AofDelJob, AofLoadJob, Unblock
+from disque_py.core.job import (ACKED, DEAD_NONE, FLAG_COUNTED, FLAG_HAS_OPTIONS, QUEUED,
+                                WAIT_REPL)
+from disque_py.core.node import Node
 from tests.unit.simnet import COPY_KINDS, SimNet
 
 WAITING, OK, REFUSED, UNKNOWN = "waiting", "ok", "refused", "unknown"
 
 
+class TracedNode(Node):
+    """A Node that reports to its `tracer` (the Checker) what decides a
+    job's dead-lettering: every enqueue() of a job with MAXDELIVERIES (the
+    engine calls this override from C too, through cpdef dispatch), every
+    MSG_DEAD heard (mark_dead) and every QREQUEUE (revive_dead), with the
+    counters before and after. It changes nothing: each call is Node's."""
+
+    tracer = None
+    index = -1
+
+    def enqueue(self, job, nack=False, now=0, q=None):
+        if self.tracer is None or not job.flags & FLAG_HAS_OPTIONS:
+            return Node.enqueue(self, job, nack, now, q)
+        options = self.options_of(job)
+        if options is None or not options.max_deliveries:
+            return Node.enqueue(self, job, nack, now, q)
+        before = (job.nacks, job.deliveries, options.dead_reason, job.queue)
+        queued = Node.enqueue(self, job, nack, now, q)
+        self.tracer.enqueued(self.index, job, options, nack, before, queued)
+        return queued
+
+    def mark_dead(self, job):
+        options = self.options_of(job)
+        was = options.dead_reason if options is not None else None
+        Node.mark_dead(self, job)
+        if self.tracer is not None and options is not None:
+            self.tracer.heard_dead(self.index, job, options, was)
+
+    def revive_dead(self, dead_queue, to_queue, count):
+        moved = Node.revive_dead(self, dead_queue, to_queue, count)
+        if self.tracer is not None:
+            self.tracer.revived(self.index, moved)
+        return moved
+
+
+class Decision(NamedTuple):
+    """A node moved a job to its dead-letter queue (not a MSG_DEAD mark)."""
+    at: int
+    node: int
+    life: int
+    incarnation: int
+    holders: tuple              # the node's holder list then (its MSG_DEAD went there)
+    seq: int                    # the checker's order of events (several share a ms)
+    sent: int                   # len(net.sent) then: net.sent[sent:] came after it
+    received: int               # len(net.delivered) then: likewise, frames received
+
+
 class JobFacts:
     __slots__ = ("id", "name", "node", "repl", "retry", "async_", "external", "stand_in",
-                 "outcome", "deliveries", "losses", "closed_at", "acked")
+                 "outcome", "deliveries", "losses", "closed_at", "acked",
+                 "body", "max_deliveries", "nacks_sent", "requeues", "life", "decisions",
+                 "stale_nacks", "stale_deliveries")
 
     def __init__(self, job_id: bytes, name: str, node: int, repl: int, retry: int,
                  async_: bool, external: bool) -> None:
@@ -64,6 +192,15 @@ class JobFacts:
         self.losses: set[int] = set()
         self.closed_at: int | None = None
         self.acked = False              # a consumer sent ACKJOB or FASTACK for it
+        self.body: bytes | None = None  # what ADDJOB sent (None: not checked)
+        self.max_deliveries = 0         # MAXDELIVERIES (0: none)
+        self.nacks_sent = 0             # NACKs a node accepted (nack_jobs answered 1)
+        self.requeues = 0               # RETRY re-queues (deliveries counted), any node
+        self.life = 0                   # QREQUEUEs that moved it (each resets counters)
+        self.decisions: list[Decision] = []
+        # QUEUED increments in flight to a node when it made a copy: the copy
+        # may count their events already, and they count them again.
+        self.stale_nacks = self.stale_deliveries = 0
 
 
 class Checker:
@@ -74,20 +211,32 @@ class Checker:
         self.violations: list[str] = []
         self.books_broken = False
         self.strict = False             # no excuse for REPLICATE >= 2 (holders replaced)
+        # Per node, since its core was made: dead-letterings it decided, and
+        # copies it marked dead on hearing MSG_DEAD (INFO counts both).
+        self.dead_counted = [0] * len(net.nodes)
+        self.dead_queue_names: set[bytes] = set()   # queues only dead jobs reach (the workload's)
+        self.restarts: dict[int, list[int]] = {}     # node -> when it came back
+        self.copies_made: dict[tuple, int] = {}      # (node, job ID) -> seq of its last copy
+        self._seq = itertools.count()                # orders decisions and copies
         net.observer = self
+        for i, node in enumerate(net.nodes):
+            self.booted(i, node)
 
     # ------------------------------------------------------------ told by the workload
 
     def added(self, job_id: bytes, node: int, repl: int, retry: int, async_: bool,
-              parked: bool, external: bool = False) -> JobFacts:
+              parked: bool, external: bool = False, body: bytes | None = None,
+              max_deliveries: int = 0) -> JobFacts:
         facts = JobFacts(job_id, "j%d" % len(self.jobs), node, repl, retry, async_, external)
+        facts.body = body
+        facts.max_deliveries = max_deliveries
         self.jobs[job_id] = facts
         if not parked:
             facts.outcome = OK
         self._check_closed(facts)       # ASYNC on a leaving node: its frames may be lost
         return facts
 
-    def delivered(self, job_id: bytes, node: int) -> None:
+    def delivered(self, job_id: bytes, node: int, job=None) -> None:
         facts = self.jobs.get(job_id)
         if facts is None:
             return
@@ -97,6 +246,70 @@ class Checker:
             why = "its ACK had reached every copy" if facts.acked else "no copy was left"
             self.violate(facts, f"(2) delivered by node {node} after {why} (at "
                                 f"{self.net_time(facts.closed_at)})")
+        if job is not None:
+            self._check_delivered_copy(facts, node, job)
+
+    def _check_delivered_copy(self, facts: JobFacts, i: int, job) -> None:
+        """(8): what a consumer gets is the job ADDJOB made, and a copy in
+        a dead-letter queue is a dead one."""
+        if facts.body is not None and job.body != facts.body:
+            self.violate(facts, f"(8) node {i} delivered body {job.body!r}, ADDJOB sent "
+                                f"{facts.body!r}")
+        if job.queue in self.dead_queue_names:
+            node = self.net.nodes[i]
+            options = node.options_of(job) if node.lookup(job.id) is job else None
+            if options is None or options.dead_reason == DEAD_NONE:
+                self.violate(facts, f"(8) node {i} delivered it from dead-letter queue "
+                                    f"{job.queue!r} but its copy is not dead ({options!r})")
+
+    def nacking(self, job_id: bytes) -> JobFacts | None:
+        """A consumer is about to NACK: count it now, as the hooks that see
+        the NACK counted may need it (nacked() takes it back if no node
+        accepted it)."""
+        facts = self.jobs.get(job_id)
+        if facts is not None:
+            facts.nacks_sent += 1
+        return facts
+
+    def nacked(self, i: int, facts: JobFacts | None, before: tuple | None, delay_ms: int,
+               accepted: int) -> None:
+        """Node i answered a NACK (DELAY delay_ms; < 0: none); `before`:
+        before_nack() of its copy."""
+        if facts is None:
+            return
+        if not accepted:
+            facts.nacks_sent -= 1
+            return
+        # (6): a NACK due to dead-letter the job does so at once, DELAY or not.
+        if before is None:
+            return
+        nacks, deliveries, dead, n, delayed_nack = before
+        options = self._options_on(i, facts.id)
+        if dead == DEAD_NONE and n and 1 + nacks + deliveries >= n and \
+                (options is None or options.dead_reason == DEAD_NONE):
+            how = "NACK" if delay_ms < 0 else f"NACK DELAY {delay_ms // 1000}"
+            self.violate(facts, f"(6) node {i} took {how} at delivery "
+                                f"{1 + nacks + deliveries} of MAXDELIVERIES {n} and did not "
+                                f"dead-letter it (it is in {self._queue_on(i, facts.id)!r}"
+                                f"{'; a delayed NACK was pending' if delayed_nack else ''})")
+
+    def before_nack(self, i: int, job_id: bytes) -> tuple | None:
+        """The counters of node i's copy, for nacked()."""
+        job = self.net.nodes[i].lookup(job_id)
+        options = self._options_on(i, job_id)
+        if job is None or options is None:
+            return None
+        return (job.nacks, job.deliveries, options.dead_reason, options.max_deliveries,
+                bool(job.flags & FLAG_COUNTED))
+
+    def _queue_on(self, i: int, job_id: bytes):
+        job = self.net.nodes[i].lookup(job_id)
+        return job.queue if job is not None else None
+
+    def _options_on(self, i: int, job_id: bytes):
+        node = self.net.nodes[i]
+        job = node.lookup(job_id)
+        return node.options_of(job) if job is not None else None
 
     def acked(self, job_id: bytes) -> None:
         facts = self.jobs.get(job_id)
@@ -136,13 +349,17 @@ class Checker:
             elif facts.retry and facts.outcome == OK and not facts.acked:
                 self.violate(facts, f"(1) node {i} deleted its copy before any ACK")
             self._check_closed(facts)
+        elif kind is AofLoadJob:
+            facts = self.jobs.get(effect.job.id)
+            if facts is not None and facts.max_deliveries:
+                self._copy_made(i, effect.job, facts)
         elif kind is Unblock:
             client = effect.waiter.client
             if client.producer:
                 self._producer_answered(i, client.job_id, effect.outcome)
             elif type(effect.outcome) is list:
                 for job in effect.outcome:
-                    self.delivered(job.id, i)
+                    self.delivered(job.id, i, job)
 
     def frame_done(self, trace) -> None:
         for job_id in trace.keys:
@@ -169,6 +386,195 @@ class Checker:
             self.violate(facts, f"(1) ADDJOB REPLICATE {facts.repl} answered with the ID "
                                 f"with copies on {sorted(holders)} only (lost on "
                                 f"{sorted(facts.losses)})")
+
+    # ------------------------------------------------------------ failed jobs (TracedNode)
+
+    def booted(self, i: int, node) -> None:
+        if isinstance(node, TracedNode):
+            node.tracer, node.index = self, i
+        self.dead_counted[i] = 0
+
+    def enqueued(self, i: int, job, options, nack: bool, before: tuple, queued: bool) -> None:
+        """Node i ran enqueue() on a job with MAXDELIVERIES: was it a counted
+        re-queue, a decision, and were both right? (5), (6), (7)."""
+        nacks0, deliveries0, dead0, queue0 = before
+        decided = dead0 == DEAD_NONE and options.dead_reason != DEAD_NONE
+        if decided:
+            self.dead_counted[i] += 1
+        facts = self.jobs.get(job.id)
+        if facts is None:
+            return
+        counted = (job.nacks, job.deliveries) != (nacks0, deliveries0)
+        n = options.max_deliveries
+        if not counted:
+            if decided:
+                self.violate(facts, f"(5) node {i} dead-lettered it on a queueing that "
+                                    f"counted nothing (nacks {nacks0}, deliveries {deliveries0})")
+            return
+        retry_requeue = job.deliveries != deliveries0
+        due = dead0 == DEAD_NONE and 1 + nacks0 + deliveries0 >= n
+        at = 1 + nacks0 + deliveries0
+        if due and not decided:
+            self.violate(facts, f"(6) node {i} re-queued it in {job.queue!r} at delivery "
+                                f"{at} of MAXDELIVERIES {n}, not in its dead-letter queue")
+        if decided:
+            self._decided(i, job, facts, options, nack, retry_requeue, nacks0, deliveries0,
+                          queue0)
+        if retry_requeue:
+            facts.requeues += 1
+
+    def _decided(self, i: int, job, facts: JobFacts, options, nack: bool, retry_requeue: bool,
+                 nacks0: int, deliveries0: int, queue0: bytes) -> None:
+        net, n = self.net, options.max_deliveries
+        now = net.clock.now_ms()
+        expected = options.deadletter if options.deadletter is not None else queue0 + b":dead"
+        if job.queue != expected or options.origin != queue0:
+            self.violate(facts, f"(8) node {i} dead-lettered it from {queue0!r} into "
+                                f"{job.queue!r} (origin {options.origin!r}), not {expected!r}")
+        self.log(f"{facts.name} dead-lettered on n{i} by {'NACK' if nack else 'RETRY'}: "
+                 f"{queue0.decode()} -> {job.queue.decode()} at nacks {nacks0}, deliveries "
+                 f"{deliveries0} (limit {n}; {len(facts.deliveries)} GETJOB deliveries, "
+                 f"{facts.nacks_sent} NACKs, {facts.requeues} RETRY re-queues so far)", job.id)
+        # (5) never early: due on its own counters, and those counters are
+        # what happened (see the module's docstring).
+        dup_nacks = self._duplicated_increments(job.id, msg.MSG_INCR_NACKS) + facts.stale_nacks
+        dup_deliveries = self._duplicated_increments(job.id, msg.MSG_INCR_DELIV) \
+            + facts.stale_deliveries
+        nacks_bound = facts.nacks_sent - (1 if nack else 0) + dup_nacks
+        deliveries_bound = facts.requeues + dup_deliveries
+        if 1 + nacks0 + deliveries0 < n:
+            self.violate(facts, f"(5) node {i} dead-lettered it at delivery "
+                                f"{1 + nacks0 + deliveries0} of MAXDELIVERIES {n}")
+        if nacks0 > nacks_bound - facts.stale_nacks or \
+                deliveries0 > deliveries_bound - facts.stale_deliveries:
+            self.log(f"{facts.name}: n{i}'s counters count an event twice (a copy made while "
+                     f"the QUEUED counting it was on its way)", job.id)
+        if nacks0 > nacks_bound:
+            self.violate(facts, f"(5) node {i} dead-lettered it counting {nacks0} NACKs; "
+                                f"consumers NACKed it {facts.nacks_sent - (1 if nack else 0)} "
+                                f"times before (+{dup_nacks} QUEUED duplicated or in "
+                                f"flight to a new copy)")
+        if deliveries0 > deliveries_bound:
+            self.violate(facts, f"(5) node {i} dead-lettered it counting {deliveries0} "
+                                f"additional deliveries; {facts.requeues} RETRY re-queues "
+                                f"happened (+{dup_deliveries} QUEUED duplicated or in "
+                                f"flight to a new copy)")
+        handed = len(facts.deliveries) + facts.requeues + (1 if retry_requeue else 0)
+        if handed + dup_nacks + dup_deliveries < n:
+            self.violate(facts, f"(5) node {i} dead-lettered it after {len(facts.deliveries)} "
+                                f"GETJOB deliveries and {handed - len(facts.deliveries)} RETRY "
+                                f"re-queues, MAXDELIVERIES {n}")
+        # (7) one node per life.
+        decision = Decision(now, i, facts.life, net.incarnation[i], job.delivered,
+                            next(self._seq), len(net.sent), len(net.delivered))
+        for earlier in facts.decisions:
+            if earlier.life == facts.life:
+                why = self._second_decision_excuse(job.id, earlier, decision)
+                if why is None:
+                    self.violate(facts, f"(7) dead-lettered by node {i} and, earlier in the "
+                                        f"same life, by node {earlier.node} (at "
+                                        f"{self.net_time(earlier.at)})")
+                else:
+                    self.log(f"{facts.name} dead-lettered again on n{i} (first on "
+                             f"n{earlier.node}): {why}", job.id)
+        facts.decisions.append(decision)
+
+    def _second_decision_excuse(self, job_id: bytes, first: Decision,
+                                second: Decision) -> str | None:
+        net = self.net
+        x, y = first.node, second.node
+        if x == y:
+            restarted = second.incarnation != first.incarnation
+        else:
+            restarted = self._restarted_between(y, first.at, second.at)
+        if restarted:
+            return f"n{y} restarted since"
+        if self.copies_made.get((y, job_id), -1) > first.seq:
+            return f"n{y}'s copy was made after (a stale or reordered copy, not there to hear)"
+        for m in net.delivered[first.received:]:
+            if m.dst == y and m.kind == msg.REPLJOB and m.mflags & msg.MSG_REVISED \
+                    and job_id in m.keys:
+                return f"n{y}'s copy was revised since by n{m.src}'s QREQUEUE (REPLJOB " \
+                       f"MSG_REVISED), that the MSG_DEAD did not see"
+        if x == y:
+            return None
+        if net.ids[y] not in first.holders:
+            return f"n{x} did not list n{y} among the holders"
+        frames = [m for m in net.sent[first.sent:] if m.at == first.at and m.src == x
+                  and m.dst == y and m.kind == msg.QUEUED and m.mflags & msg.MSG_DEAD
+                  and job_id in m.keys]
+        if not frames:
+            return None
+        dropped = {id(m) for m in net.dropped}
+        in_flight = {id(entry[2]) for entry in net._inflight}
+        if any(id(m) in dropped for m in frames):
+            return f"n{x}'s MSG_DEAD to n{y} was lost"
+        if any(id(m) in in_flight for m in frames):
+            return f"n{x}'s MSG_DEAD to n{y} was still in flight (concurrent re-queues)"
+        return None
+
+    def _copy_made(self, i: int, job, facts: JobFacts) -> None:
+        """Node i made a copy (ADDJOB, REPLJOB, YOURJOBS: its AOF record).
+        (8): one made from a frame its dead-letterer sent after deciding, in
+        the same life, is dead too (copies carry the dead state)."""
+        net = self.net
+        frame = net.delivering
+        if frame is None or frame.kind not in COPY_KINDS or job.id not in frame.keys:
+            return                      # the producer's own copy (ADDJOB, GOTJOB, SETACK)
+        self.copies_made[(i, job.id)] = next(self._seq)
+        for entry in net._inflight:
+            m = entry[2]
+            if m.dst == i and m.kind == msg.QUEUED and job.id in m.keys:
+                facts.stale_nacks += bool(m.mflags & msg.MSG_INCR_NACKS)
+                facts.stale_deliveries += bool(m.mflags & msg.MSG_INCR_DELIV)
+        if not facts.decisions:
+            return
+        last = facts.decisions[-1]
+        if last.life != facts.life or frame.src != last.node or frame.at < last.at \
+                or net.incarnation[last.node] != last.incarnation \
+                or not any(m is frame for m in net.sent[last.sent:]) \
+                or self._copy_replaced(last.node, job.id, last):
+            return
+        node = net.nodes[i]
+        options = node.options_of(job) if node.lookup(job.id) is job else None
+        if options is None or options.dead_reason == DEAD_NONE:
+            self.violate(facts, f"(8) node {i} made a live copy ({job.queue!r}, {options!r}) "
+                                f"from n{frame.src}'s {frame.name} of {self.net_time(frame.at)},"
+                                f" sent after n{frame.src} dead-lettered it")
+
+    def _copy_replaced(self, i: int, job_id: bytes, since: Decision) -> bool:
+        """Node i's copy was made again, or revised by a QREQUEUE elsewhere,
+        after `since`: it may be alive again without a new life here."""
+        if self.copies_made.get((i, job_id), -1) > since.seq:
+            return True
+        return any(m.dst == i and m.kind == msg.REPLJOB and m.mflags & msg.MSG_REVISED
+                   and job_id in m.keys for m in self.net.delivered[since.received:])
+
+    def _restarted_between(self, i: int, start: int, end: int) -> bool:
+        return any(start <= at <= end for at in self.restarts.get(i, ()))
+
+    def restarted(self, i: int) -> None:
+        self.restarts.setdefault(i, []).append(self.net.clock.now_ms())
+
+    def _duplicated_increments(self, job_id: bytes, flag: int) -> int:
+        return sum(1 for m in self.net.duplicated
+                   if m.kind == msg.QUEUED and m.mflags & flag and job_id in m.keys)
+
+    def heard_dead(self, i: int, job, options, was) -> None:
+        if was == DEAD_NONE and options.dead_reason != DEAD_NONE:
+            self.dead_counted[i] += 1
+            facts = self.jobs.get(job.id)
+            if facts is not None:
+                self.log(f"{facts.name} marked dead on n{i} (MSG_DEAD): now in "
+                         f"{job.queue.decode()}", job.id)
+
+    def revived(self, i: int, jobs) -> None:
+        for job in jobs:
+            facts = self.jobs.get(job.id)
+            if facts is not None:
+                facts.life += 1
+                self.log(f"{facts.name} QREQUEUEd on n{i} to {job.queue.decode()} "
+                         f"(life {facts.life})", job.id)
 
     # ------------------------------------------------------------ copies
 
@@ -213,6 +619,7 @@ class Checker:
     def finish(self) -> list[str]:
         """The checks that need quiescence; returns every violation."""
         self._check_memory()
+        self._check_dead_counts()
         duplicated = self._duplicated_copies()
         for facts in self.jobs.values():
             if facts.outcome != OK:
@@ -239,6 +646,16 @@ class Checker:
         if self.strict and facts.repl >= 2:
             return False
         return len(facts.losses) >= facts.repl
+
+    def _check_dead_counts(self) -> None:
+        """(8): INFO's total_jobs_dead_lettered is the decisions and marks seen
+        (it would not be if a path dead-lettered without the hooks knowing)."""
+        for i in self.net.live():
+            node = self.net.nodes[i]
+            if isinstance(node, TracedNode) and node.stats_dead_lettered != self.dead_counted[i]:
+                self.violations.append(
+                    f"(8) node {i} counts {node.stats_dead_lettered} dead-lettered jobs; the "
+                    f"checker saw {self.dead_counted[i]} (decisions and MSG_DEAD marks)")
 
     def _duplicated_copies(self) -> set[bytes]:
         return {job_id for trace in self.net.duplicated if trace.kind in COPY_KINDS

@@ -37,6 +37,8 @@ class Result(NamedTuple):
     redelivered: int              # jobs delivered more than once
     frames: int
     report: str                   # the failure report, "" when the seed passed
+    dead_lettered: int = 0        # dead-letter decisions (MAXDELIVERIES reached)
+    revived: int = 0              # jobs QREQUEUE moved back to work
 
     @property
     def ok(self) -> bool:
@@ -58,7 +60,9 @@ def run_seed(seed: int) -> Result:
     deliveries = [len(facts.deliveries) for facts in checker.jobs.values()]
     result = Result(seed, violations, error, digest, net.clock.now_ms() - net.start_ms,
                     len(checker.jobs), sum(deliveries), sum(n > 1 for n in deliveries),
-                    len(net.sent), "")
+                    len(net.sent), "",
+                    sum(len(facts.decisions) for facts in checker.jobs.values()),
+                    sum(facts.life for facts in checker.jobs.values()))
     if not result.ok:
         result = result._replace(report=failure_report(workload, violations, error))
     return result
@@ -179,6 +183,8 @@ def summary(results: list[Result]) -> str:
     return (f"{jobs} jobs, {sum(r.deliveries for r in results)} deliveries ("
             f"{redelivered} jobs more than once, {redelivered * 100 // max(jobs, 1)}%), "
             f"{sum(r.frames for r in results)} frames, "
+            f"{sum(r.dead_lettered for r in results)} dead-lettered, "
+            f"{sum(r.revived for r in results)} QREQUEUEd, "
             f"{sum(r.sim_ms for r in results) // 1000} simulated seconds")
 
 

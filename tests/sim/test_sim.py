@@ -6,7 +6,8 @@ a test with its own timeout, so a loaded machine cannot fail the sweep for
 its length), in well under two minutes on a 2-core machine; `make soak`
 plays 10,000. Each planted bug must be caught, by the
 check it breaks, within a few hundred seeds: the checker is only worth its
-silence if it speaks when something is wrong.
+silence if it speaks when something is wrong. Engine bugs the checker
+found have a regression test of their own at the end.
 """
 
 from __future__ import annotations
@@ -19,10 +20,13 @@ import sys
 import pytest
 
 from disque_py.cluster import messages as msg
-from disque_py.core.job import WAIT_REPL
+from disque_py.core.clock import FakeClock
+from disque_py.core.effects import AofLoadJob
+from disque_py.core.job import WAIT_REPL, JobOptions, deserialize_job
 from disque_py.core.node import Node
 from tests.sim.run import run_seed, run_seeds
 from tests.sim.workload import make_scenario
+from tests.unit.simnet import START_MS
 
 SEEDS = int(os.environ.get("SIM_SEEDS", "2000"))
 # The sweep is played in slices, each a test with its own timeout: the
@@ -49,6 +53,10 @@ def test_no_seed_breaks_a_promise(seeds):
     assert not failed, f"{len(failed)} of {len(seeds)} seeds failed:\n\n" + \
         "\n\n".join(result.report for result in failed[:3])
     assert sum(result.deliveries for result in results) > len(seeds) * 10
+    # The failed-job options are exercised: jobs reach MAXDELIVERIES, some
+    # come back with QREQUEUE.
+    assert sum(result.dead_lettered for result in results) > len(seeds) // 2
+    assert sum(result.revived for result in results) > len(seeds) // 50
 
 
 def test_the_slices_play_every_seed_once():
@@ -87,7 +95,56 @@ def _plant_no_healing(monkeypatch):
 
 def _plant_nack_deletes(monkeypatch):
     # A job handed back must be delivered again; this one is dropped everywhere.
-    monkeypatch.setattr(Node, "enqueue_jobs", lambda self, job_ids, nack: self.fast_ack(job_ids))
+    monkeypatch.setattr(Node, "nack_jobs",
+                        lambda self, job_ids, delay_ms=-1: self.fast_ack(job_ids))
+
+
+def _queued_counted_twice(self, sender, mflags, job_id, aux):
+    """QUEUED that counts its NACK or additional delivery twice."""
+    Node.on_queued(self, sender, mflags, job_id, aux)
+    job = self.jobs.get(job_id)
+    if job is not None:
+        job.nacks += bool(mflags & msg.MSG_INCR_NACKS)
+        job.deliveries += bool(mflags & msg.MSG_INCR_DELIV)
+
+
+def _plant_queued_counted_twice(monkeypatch):
+    # Counters run ahead of the deliveries: jobs are dead-lettered early.
+    monkeypatch.setitem(Node._PEER_HANDLERS, msg.QUEUED, _queued_counted_twice)
+
+
+def _enqueue_with_limit(monkeypatch, limit_of):
+    """enqueue() sees MAXDELIVERIES limit_of(n) instead of n (a due check
+    that is wrong), and the limit is n again once it returns."""
+    enqueue = Node.enqueue
+
+    def enqueue_with_limit(self, job, nack=False, now=0, q=None):
+        options = self.options_of(job)
+        limit = options.max_deliveries if options is not None else 0
+        if limit:
+            options.max_deliveries = limit_of(limit)
+        try:
+            return enqueue(self, job, nack, now, q)
+        finally:
+            if limit:
+                options.max_deliveries = limit
+
+    monkeypatch.setattr(Node, "enqueue", enqueue_with_limit)
+
+
+def _plant_never_dead_letters(monkeypatch):
+    # Re-queues past MAXDELIVERIES stay in their queue.
+    _enqueue_with_limit(monkeypatch, lambda n: 0)
+
+
+def _plant_dead_letters_one_early(monkeypatch):
+    # MAXDELIVERIES n dead-letters at delivery n - 1.
+    _enqueue_with_limit(monkeypatch, lambda n: max(n - 1, 1))
+
+
+def _plant_msg_dead_ignored(monkeypatch):
+    # The other holders never learn the job died: they dead-letter it again.
+    monkeypatch.setattr(Node, "mark_dead", lambda self, job: None)
 
 
 @pytest.mark.parametrize("plant, check", [
@@ -96,8 +153,13 @@ def _plant_nack_deletes(monkeypatch):
     (_plant_gotack_ignored, "(4)"),
     (_plant_nack_deletes, "(1)"),
     (_plant_no_healing, "(1)"),
+    (_plant_queued_counted_twice, "(5)"),
+    (_plant_never_dead_letters, "(6)"),
+    (_plant_dead_letters_one_early, "(5)"),
+    (_plant_msg_dead_ignored, "(7)"),
 ], ids=["gotjob-count-skipped", "aof-replay-skips-deljob", "gotack-ignored", "nack-deletes",
-        "no-healing"])
+        "no-healing", "queued-counted-twice", "never-dead-letters", "dead-letters-one-early",
+        "msg-dead-ignored"])
 def test_a_planted_bug_is_found_within_a_few_hundred_seeds(monkeypatch, plant, check):
     plant(monkeypatch)
     for seed in range(PLANTED_SEARCH):
@@ -114,6 +176,59 @@ def test_a_planted_bug_is_found_within_a_few_hundred_seeds(monkeypatch, plant, c
     assert f"python -m tests.sim --seed {seed} --trace" in result.report
     assert "VIOLATION" in result.report or check == "(4)"
     assert run_seed(seed).digest == result.digest
+
+
+# ------------------------------------------------------------------ engine bugs found
+
+def test_a_nack_while_a_delayed_nack_is_pending_counts_and_dead_letters():
+    node = Node(b"n" * 40, FakeClock(START_MS, seed=1), id_seed=b"nack-absorbed")
+    job = node.add_job(b"q", b"body", 1, 0, 5, 3600, 0, False,
+                       options=JobOptions(0, 0, 2, None))
+    assert node.get_jobs([b"q"], 1) == [job]
+    assert node.nack_jobs([job.id], 5000) == 1       # delivery 1 of 2: back in 5 s
+    assert job.nacks == 1
+    # Another consumer, that got a copy elsewhere, NACKs it: delivery 2 of 2.
+    assert node.nack_jobs([job.id]) == 1
+    assert job.nacks == 2
+    assert job.queue == b"q:dead"
+    assert node.stats_dead_lettered == 1
+
+
+def test_a_dead_copy_received_for_a_live_one_makes_it_dead():
+    # The QUEUED flagged dead was lost; the holder's next REPLJOB says it.
+    holder = Node(b"a" * 40, FakeClock(START_MS, seed=1), id_seed=b"dead-copy")
+    other = Node(b"b" * 40, FakeClock(START_MS, seed=2), id_seed=b"dead-copy-2")
+    now_s = START_MS // 1000
+    job = holder.add_job(b"q", b"body", 1, 0, 5, 3600, 0, False,
+                         options=JobOptions(0, 0, 1, None))
+    other.on_repljob(holder.id, msg.MSG_NOREPLY, [holder.job_bytes(job, now_s)])
+    assert other.lookup(job.id).queue == b"q"
+    assert holder.get_jobs([b"q"], 1) == [job]
+    holder.nack_jobs([job.id])                        # delivery 1 of 1: dead
+    assert job.queue == b"q:dead"
+    other.on_repljob(holder.id, msg.MSG_NOREPLY, [holder.job_bytes(job, now_s)])
+    copy = other.lookup(job.id)
+    assert copy.queue == b"q:dead"
+    assert other.options_of(copy).dead_reason_name == b"max-deliveries"
+    assert other.queue_length(b"q") == 0
+
+
+def test_an_aof_replay_finds_a_dead_lettered_job_dead():
+    node = Node(b"c" * 40, FakeClock(START_MS, seed=1), id_seed=b"dead-aof")
+    node.aof_enabled = True
+    job = node.add_job(b"q", b"body", 1, 0, 5, 3600, 0, False,
+                       options=JobOptions(0, 0, 1, None))
+    assert node.get_jobs([b"q"], 1) == [job]
+    node.nack_jobs([job.id])                          # delivery 1 of 1: dead
+    records = [deserialize_job(node.job_bytes(effect.job)) for effect in node.take_effects()
+               if type(effect) is AofLoadJob]
+    assert len(records) >= 2 and records[-1].queue == b"q:dead"
+    restarted = Node(b"c" * 40, FakeClock(START_MS, seed=1), id_seed=b"dead-aof-2")
+    for record in records:
+        restarted.load_job(record, False)
+    again = restarted.lookup(job.id)
+    assert again.queue == b"q:dead" and again.nacks == job.nacks
+    assert restarted.options_of(again).dead_reason_name == b"max-deliveries"
 
 
 # ------------------------------------------------------------------ replay

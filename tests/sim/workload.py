@@ -3,11 +3,16 @@
 A seed picks a cluster (3 to 5 nodes, each with or without an AOF), a
 network (latency, reordering jitter, drop and duplication rates) and how
 often each fault strikes. Then, for a fault phase of one to four
-simulated seconds, clients act at random moments against random nodes: producers ADDJOB (REPLICATE 1..N, RETRY 0 at most once, some ASYNC,
-some DELAY, short timeouts); consumers GETJOB (blocking or not) and, after
-a think time, ACKJOB, FASTACK, NACK, WORKING then ACKJOB, or forget the
-job (as a consumer that died); some ACKJOB IDs nobody ever made (dummy
-acks). Nodes crash and come back, partitions form and heal, links fail
+simulated seconds, clients act at random moments against random nodes:
+producers ADDJOB (REPLICATE 1..N, RETRY 0 at most once, some ASYNC, some
+DELAY, short timeouts; some with the failed-job options: MAXDELIVERIES 1
+to 4, with or without a DEADLETTER queue, and BACKOFF); consumers GETJOB
+(blocking or not; now and then from a dead-letter queue too) and, after a
+think time, ACKJOB, FASTACK, NACK (with or without DELAY), WORKING then
+ACKJOB, or forget the job (as a consumer that died); consumers NACK jobs
+with MAXDELIVERIES more often, so that many reach their limit; some ACKJOB
+IDs nobody ever made (dummy acks); now and then a QREQUEUE moves dead jobs
+back to work. Nodes crash and come back, partitions form and heal, links fail
 one way for a while (frames lost, nodes' views unchanged: what a
 half-broken connection does before failure detection notices), and nodes
 leave the cluster for a while (CLUSTER LEAVING: ADDJOB there keeps no
@@ -29,8 +34,9 @@ by the end, and nothing acknowledged may be lost: the checker is strict
 
 Then the faults stop: partitions heal, every node comes back, no more drops
 or duplicates (reordering stays), and consumers on every node take and
-acknowledge whatever is queued until nothing is left anywhere, or until
-DRAIN_LIMIT_MS of simulated time (long enough for Disque's GC backoff, 3
+acknowledge whatever is queued (dead-letter queues included: a dead job is
+not a lost one, and is owed its delivery there) until nothing is left
+anywhere, or until DRAIN_LIMIT_MS of simulated time (long enough for Disque's GC backoff, 3
 minutes at most between tries, and the TTL of stranded at-most-once jobs).
 
 Everything random comes from the seed (the network has its own generator
@@ -45,9 +51,9 @@ import itertools
 import random
 from typing import NamedTuple
 
-from disque_py.core.job import WAIT_REPL
+from disque_py.core.job import WAIT_REPL, JobOptions
 from disque_py.errors import DisqueError
-from tests.sim.checker import OK, WAITING, Checker
+from tests.sim.checker import OK, WAITING, Checker, TracedNode
 from tests.unit.simnet import SimNet
 
 TTL_S = 3600                      # at-least-once jobs outlive the run
@@ -65,6 +71,15 @@ REPLACE_POLL_MS = 50
 REPLACE_WAIT_MS = 20_000          # for every job to be back at its level
 REPLACE_MIN_NODES = 4
 BACKLOG = b"backlog"              # replaced holders: a queue nobody reads until the drain
+# Failed jobs (issue 19).
+DLQ = b"dlq"                      # the DEADLETTER queue some jobs name
+DEAD_SUFFIX = b":dead"            # the others': "<queue>:dead"
+OPTIONS_RATE = 0.35               # jobs with BACKOFF and/or MAXDELIVERIES
+MAX_DELIVERIES = (1, 2, 2, 3, 4)
+BACKOFF_MS = ((50, 200), (200, 1000), (500, 500), (1000, 4000))
+NACK_DELAYS_S = (None, None, 0, 1, 2)   # None: NACK without DELAY (BACKOFF decides)
+DEAD_READ_RATE = 0.2              # GETJOBs that also read a dead-letter queue
+QREQUEUE_RATE = 0.03              # per client action
 
 
 class Scenario(NamedTuple):
@@ -143,7 +158,7 @@ class Workload:
         self.rng = rng = random.Random(seed)
         self.scenario = sc = make_scenario(rng)
         self.net = net = SimNet(sc.size, seed=seed, track_copies=True, failure_detection=True,
-                                fail_delay_ms=sc.fail_delay_ms)
+                                fail_delay_ms=sc.fail_delay_ms, node_class=TracedNode)
         for i in sc.aof:
             net.with_aof(i)
         net.latency_ms, net.jitter_ms = sc.latency_ms, sc.jitter_ms
@@ -151,6 +166,9 @@ class Workload:
         self.trace: list[tuple] = []          # (time, what it is about, text)
         self.checker = Checker(net, self.log)
         self.checker.strict = sc.replace
+        self.live_queues = sc.queues + ((BACKLOG,) if sc.replace else ())
+        self.dead_queues = tuple(q + DEAD_SUFFIX for q in self.live_queues) + (DLQ,)
+        self.checker.dead_queue_names = set(self.dead_queues)
         self.agenda: list = []                # heap of (time, seq, method, args)
         self._seq = itertools.count()
         self._clients = itertools.count()
@@ -204,8 +222,11 @@ class Workload:
             _, i, client, outcome = unblocks[self._unblocks_seen]
             self._unblocks_seen += 1
             if not client.producer and type(outcome) is list:
+                self.log(f"n{i} GETJOB (was blocked) -> {client} got "
+                         f"{[self.name(job.id) for job in outcome]}",
+                         tuple(job.id for job in outcome))
                 for job in outcome:       # the checker saw the delivery as it happened
-                    self.consume(client, i, job.id)
+                    self.consume(client, i, job)
                 acted = True
         now = net.clock.now_ms()
         agenda = self.agenda
@@ -283,6 +304,9 @@ class Workload:
             self.leave()
         elif roll < 0.83 + sc.crash_rate + sc.partition_rate + sc.cut_rate + sc.leave_rate:
             self.dummy_ack()
+        elif roll < 0.83 + QREQUEUE_RATE + sc.crash_rate + sc.partition_rate + sc.cut_rate \
+                + sc.leave_rate:
+            self.qrequeue()
         self._actions += 1
         if self._actions % BOOKS_EVERY == 0:
             self.checker.check_books()
@@ -302,22 +326,40 @@ class Workload:
         async_ = not at_most_once and rng.random() < 0.2
         timeout = rng.choice((0, 100, 1000, 5000))
         client = Client(True, next(self._clients))
-        queue = rng.choice(self.scenario.queues + ((BACKLOG,) if self.scenario.replace else ()))
+        queue = rng.choice(self.live_queues)
+        job_options, failed = self.failed_job_options()
         options = f"REPLICATE {repl} RETRY {retry} DELAY {delay} TIMEOUT {timeout}" \
-                  + (" ASYNC" if async_ else "")
+                  + (" ASYNC" if async_ else "") + failed
+        body = b"%d" % client.number
         try:
-            job = net.add_job(i, queue, b"%d" % client.number, repl=repl, delay=delay,
+            job = net.add_job(i, queue, body, repl=repl, delay=delay,
                               retry=retry, ttl=ttl, async_=async_, client=client,
-                              timeout_ms=timeout)
+                              timeout_ms=timeout, options=job_options)
         except DisqueError as error:
             self.log(f"n{i} ADDJOB {options} -> {error}")
             return
         client.job_id = job.id
         parked = job.state == WAIT_REPL
         facts = self.checker.added(job.id, i, repl, retry, async_, parked,
-                                   external=net.leaving[i])
+                                   external=net.leaving[i], body=body,
+                                   max_deliveries=job_options.max_deliveries
+                                   if job_options is not None else 0)
         self.log(f"n{i} ADDJOB {queue.decode()} {options} -> {facts.name} "
                  f"{'waits for copies' if parked else 'answered'}", job.id)
+
+    def failed_job_options(self) -> tuple:
+        """ADDJOB's failed-job options, drawn: (JobOptions or None, as text)."""
+        rng = self.rng
+        if rng.random() >= OPTIONS_RATE:
+            return None, ""
+        max_deliveries = rng.choice(MAX_DELIVERIES) if rng.random() < 0.85 else 0
+        deadletter = DLQ if max_deliveries and rng.random() < 0.4 else None
+        base, top = rng.choice(BACKOFF_MS) if not max_deliveries or rng.random() < 0.4 \
+            else (0, 0)
+        text = (f" BACKOFF {base} {top}" if base else "") \
+            + (f" MAXDELIVERIES {max_deliveries}" if max_deliveries else "") \
+            + (f" DEADLETTER {deadletter.decode()}" if deadletter else "")
+        return JobOptions(base, top, max_deliveries, deadletter), text
 
     def get_job(self) -> None:
         net, rng = self.net, self.rng
@@ -325,16 +367,19 @@ class Workload:
         if i is None:
             return
         queues = rng.sample(self.scenario.queues, rng.randint(1, len(self.scenario.queues)))
+        if rng.random() < DEAD_READ_RATE:
+            queues.append(rng.choice(self.dead_queues))
         client = Client(False, next(self._clients))
         blocking = rng.random() < 0.5 and not net.leaving[i]    # else -LEAVING
         jobs = net.get_jobs(i, *queues, count=rng.randint(1, 3),
                             client=client if blocking else None,
                             timeout_ms=rng.randint(100, 2000))
-        self.log(f"n{i} GETJOB {'' if blocking else 'NOHANG '}-> {client} got "
+        self.log(f"n{i} GETJOB {'' if blocking else 'NOHANG '}"
+                 f"{' '.join(q.decode() for q in queues)} -> {client} got "
                  f"{[self.name(job.id) for job in jobs]}", tuple(job.id for job in jobs))
         for job in jobs:
-            self.checker.delivered(job.id, i)
-            self.consume(client, i, job.id)
+            self.checker.delivered(job.id, i, job)
+            self.consume(client, i, job)
 
     def crash(self) -> None:
         net = self.net
@@ -354,6 +399,7 @@ class Workload:
         if net.up[i]:
             return
         node = net.restart(i)
+        self.checker.restarted(i)
         self.log(f"n{i} RESTART with {self.names(job.id for job in node.jobs.values())}",
                  FAULT)
 
@@ -404,6 +450,23 @@ class Workload:
             job_id = b"D-deadbeef-%024d-003d" % self.rng.randrange(10 ** 24)
             self.net.call(i, "ack_jobs", [job_id])
             self.log(f"n{i} ACKJOB of an ID nobody made")
+
+    def qrequeue(self) -> None:
+        """QREQUEUE dead-queue [TO queue] [COUNT n] on a random node, or on
+        every node (as an operator sweeping a dead-letter queue would)."""
+        rng = self.rng
+        nodes = self.net.live()
+        if not nodes:
+            return
+        if rng.random() < 0.5:
+            nodes = [rng.choice(nodes)]
+        dead = rng.choice(self.dead_queues)
+        to = rng.choice(self.live_queues) if rng.random() < 0.3 else None
+        count = rng.choice((-1, -1, 1, 2))
+        for i in nodes:
+            moved = self.net.call(i, "requeue_dead", dead, to, count)
+            self.log(f"n{i} QREQUEUE {dead.decode()}{' TO ' + to.decode() if to else ''}"
+                     f"{f' COUNT {count}' if count > 0 else ''} -> {moved}")
 
     # ------------------------------------------------------------ holders replaced
 
@@ -457,25 +520,38 @@ class Workload:
 
     # ------------------------------------------------------------ consumers
 
-    def consume(self, client: Client, node: int, job_id: bytes) -> None:
-        """A consumer got a job: decide what it will do with it, and when."""
+    def consume(self, client: Client, node: int, job) -> None:
+        """A consumer got a job: decide what it will do with it, and when.
+        One with MAXDELIVERIES is NACKed more often (a poison message), so
+        that many reach their limit; one from a dead-letter queue is mostly
+        acknowledged (looked at and dropped)."""
+        job_id = job.id
         if self.draining:
             self.later(0, self.follow_up, "ACKJOB", job_id, node)
             return
         rng = self.rng
         roll = rng.random()
-        action = "ACKJOB" if roll < 0.55 else "FASTACK" if roll < 0.65 else \
-            "NACK" if roll < 0.75 else "WORKING" if roll < 0.85 else None
+        facts = self.checker.jobs.get(job_id)
+        if job.queue in self.dead_queues:
+            action = "ACKJOB" if roll < 0.6 else "NACK" if roll < 0.75 else \
+                "WORKING" if roll < 0.8 else None
+        elif facts is not None and facts.max_deliveries:
+            action = "ACKJOB" if roll < 0.3 else "FASTACK" if roll < 0.35 else \
+                "NACK" if roll < 0.75 else "WORKING" if roll < 0.8 else None
+        else:
+            action = "ACKJOB" if roll < 0.55 else "FASTACK" if roll < 0.65 else \
+                "NACK" if roll < 0.75 else "WORKING" if roll < 0.85 else None
         if action is None:
             self.log(f"{client} forgets {self.name(job_id)}", job_id)
             return
-        self.later(rng.choice(THINK_MS), self.follow_up, action, job_id, node)
+        delay = rng.choice(NACK_DELAYS_S) if action == "NACK" else None
+        self.later(rng.choice(THINK_MS), self.follow_up, action, job_id, node, delay)
 
-    def follow_up(self, action: str, job_id: bytes, origin: int) -> None:
+    def follow_up(self, action: str, job_id: bytes, origin: int, delay=None) -> None:
         net = self.net
         i = self.live_node(origin)
         if i is None:
-            self.later(100, self.follow_up, action, job_id, origin)
+            self.later(100, self.follow_up, action, job_id, origin, delay)
             return
         if action == "ACKJOB":
             self.checker.acked(job_id)      # before: the call deletes copies at once
@@ -484,7 +560,13 @@ class Workload:
             self.checker.acked(job_id)
             result = net.call(i, "fast_ack", [job_id])
         elif action == "NACK":
-            result = net.call(i, "enqueue_jobs", [job_id], True)
+            delay_ms = -1 if delay is None else delay * 1000
+            before = self.checker.before_nack(i, job_id)
+            facts = self.checker.nacking(job_id)
+            result = net.call(i, "nack_jobs", [job_id], delay_ms)
+            self.checker.nacked(i, facts, before, delay_ms, result)
+            if delay is not None:
+                action = f"NACK DELAY {delay}"
         else:
             try:
                 result = net.call(i, "working", job_id)
@@ -497,10 +579,12 @@ class Workload:
         """Quiescence: a consumer on every node takes whatever is queued."""
         net = self.net
         got = False
+        queues = list(self.scenario.queues) + [BACKLOG] + list(self.dead_queues)
         for i in net.live():
-            for job in net.call(i, "get_jobs", list(self.scenario.queues) + [BACKLOG], 100):
-                self.log(f"n{i} GETJOB (drain) -> {self.name(job.id)}", job.id)
-                self.checker.delivered(job.id, i)
-                self.consume(None, i, job.id)
+            for job in net.call(i, "get_jobs", queues, 100):
+                self.log(f"n{i} GETJOB (drain) {job.queue.decode()} -> {self.name(job.id)}",
+                         job.id)
+                self.checker.delivered(job.id, i, job)
+                self.consume(None, i, job)
                 got = True
         return got

@@ -31,9 +31,13 @@ Faults, all drawn from one seeded RNG so a run replays exactly:
 `observer` (optional) sees what a checker needs, in order: observe(i,
 effect) for node i's AofLoadJob, AofDelJob and Unblock effects, called
 after that event's frames are in flight; frame_done(trace) once a frame
-carrying whole jobs (REPLJOB, YOURJOBS) was delivered or lost. With
-`track_copies`, every core emits its AOF effects (changing nothing else),
-so an observer sees each copy appear and go on every node.
+carrying whole jobs (REPLJOB, YOURJOBS) was delivered or lost; and, if it
+has the method, booted(i, node) each time node i's core is made (start
+or restart). With `track_copies`, every core emits its AOF effects
+(changing nothing else), so an observer sees each copy appear and go on
+every node. `node_class` (Node by default) makes the cores: a checker may
+pass a Node subclass that watches what the core does (it must change
+nothing).
 
 Time moves only in run_until / run_for (or advance, for a caller running
 its own loop), in steps of at most max_step_ms (STEP_MS by default, the
@@ -53,7 +57,7 @@ from typing import Callable, NamedTuple
 from disque_py.cluster import messages as msg
 from disque_py.core.clock import FakeClock
 from disque_py.core.effects import AofLoadJob, ToPeer, Unblock
-from disque_py.core.job import STATE_NAMES, deserialize_job, serialize_job
+from disque_py.core.job import STATE_NAMES, deserialize_job
 from disque_py.core.node import Node
 from disque_py.persistence import aof_format
 
@@ -88,8 +92,9 @@ def node_id_for(seed: int, index: int) -> bytes:
 class SimNet:
     def __init__(self, size: int, seed: int = 0, start_ms: int = START_MS,
                  track_copies: bool = False, failure_detection: bool = False,
-                 fail_delay_ms: int = 0) -> None:
+                 fail_delay_ms: int = 0, node_class: type = Node) -> None:
         self.seed = seed
+        self.node_class = node_class
         self.start_ms = start_ms
         self.clock = FakeClock(start_ms, seed=seed)
         self.rng = random.Random(seed ^ 0x5EED)
@@ -126,14 +131,18 @@ class SimNet:
         self.copies_in_flight: Counter = Counter()   # job ID -> REPLJOB/YOURJOBS frames
         self.unblocked: dict = {}          # client -> [outcome, ...]
         self.unblocks: list = []           # (time, node index, client, outcome)
+        self.delivering: Msg | None = None   # the frame its receiver is handling, if any
         self._inflight: list = []          # heap of (due, seq, Msg, frame, incarnations)
         self._seq = 0
         self.refresh_views()
 
     def _boot(self, i: int) -> Node:
         seed = b"simnet-%d-%d-%d" % (self.seed, i, self.incarnation[i])
-        node = Node(self.ids[i], self.clock, id_seed=seed)
+        node = self.node_class(self.ids[i], self.clock, id_seed=seed)
         node.aof_enabled = self.track_copies or self.aof[i] is not None
+        booted = getattr(self.observer, "booted", None)
+        if booted is not None:
+            booted(i, node)
         return node
 
     # ------------------------------------------------------------ topology
@@ -232,8 +241,9 @@ class SimNet:
 
     def _append_aof(self, i: int, effect) -> None:
         if type(effect) is AofLoadJob:
-            # Serialized when carried out, as the runtime does after a batch.
-            self.aof[i] += aof_format.load_job_record(serialize_job(effect.job))
+            # Serialized when carried out, as the runtime does after a batch
+            # (server/persistence_service.py: Node.job_bytes, options included).
+            self.aof[i] += aof_format.load_job_record(self.nodes[i].job_bytes(effect.job))
             self.aof_jobs[i].add(effect.job.id)
         else:
             self.aof[i] += aof_format.del_job_record(effect.job_id)
@@ -265,9 +275,10 @@ class SimNet:
 
     def add_job(self, i: int, queue: bytes = b"q", body: bytes = b"body", *, repl=None,
                 delay: int = 0, retry=None, ttl: int = 3600, maxlen: int = 0,
-                async_: bool = False, client=None, timeout_ms: int = 0):
+                async_: bool = False, client=None, timeout_ms: int = 0, options=None):
+        """ADDJOB; `options`: a JobOptions (BACKOFF, MAXDELIVERIES, DEADLETTER)."""
         return self.call(i, "add_job", queue, body, repl, delay, retry, ttl, maxlen, async_,
-                         client=client, timeout_ms=timeout_ms)
+                         client=client, timeout_ms=timeout_ms, options=options)
 
     def get_jobs(self, i: int, *queues: bytes, count: int = 1, client=None,
                  timeout_ms: int = 0) -> list:
@@ -354,8 +365,13 @@ class SimNet:
             assert msg.frame_length(frame[:4]) == len(frame) - 4
             header, body = msg.decode(frame[4:])
             self.delivered.append(trace._replace(at=self.clock.now_ms()))
-            self.nodes[trace.dst].on_peer_message(header.sender, header.type, header.mflags, body)
-            self._drain(trace.dst)
+            self.delivering = trace
+            try:
+                self.nodes[trace.dst].on_peer_message(header.sender, header.type, header.mflags,
+                                                      body)
+                self._drain(trace.dst)
+            finally:
+                self.delivering = None
         if trace.kind in COPY_KINDS and self.observer is not None:
             self.observer.frame_done(trace)
 
