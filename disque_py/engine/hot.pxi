@@ -266,7 +266,7 @@ cdef int _addjob(HotCall call, ArgView* argv, Py_ssize_t argc) except -1:
 cdef int _nack(HotCall call, ArgView* argv, Py_ssize_t argc) except -1:
     """NACK id ... [DELAY seconds]"""
     cdef int64_t delay = -1
-    if argc >= 3 and _is_option(argv[argc - 2], b"delay", 5):
+    if argc >= 4 and _is_option(argv[argc - 2], b"delay", 5):   # ids first, as in Disque
         if not _parse_int(argv[argc - 1], &delay) or delay < 0:
             raise CommandError(DELAY_NON_NEGATIVE)
         argc -= 2
