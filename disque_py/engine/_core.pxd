@@ -107,6 +107,9 @@ cdef class JobOptions:
     cdef bytes dead_queue(self, Job job)
     cdef int64_t backoff_ms(self, Job job, int64_t random_permille) noexcept
 
+cdef JobOptions new_job_options(uint32_t backoff_base_ms, uint32_t backoff_max_ms,
+                                uint32_t max_deliveries, object deadletter)
+
 
 cdef Job make_job(const char* job_id, object queue, const char* body, Py_ssize_t body_len,
                   bint has_body, int state, int repl, uint32_t delay, uint32_t retry,
@@ -285,6 +288,7 @@ cdef class NodeCore:
     cpdef acknowledge(self, Job job)
     cpdef int64_t _next_gc_time(self, int64_t attempts)
     cpdef JobOptions options_of(self, Job job)
+    cpdef set_options(self, Job job, JobOptions options)
     cdef int _dead_letter(self, Job job, JobOptions options) except -1
     cdef int _delay_requeue(self, Job job, int64_t delay_ms) except -1
     cdef int _nack_one(self, const char* job_id, int64_t delay_ms) except -1

@@ -286,7 +286,7 @@ cdef JobOptions _job_options(HotCall call, ArgView queue, int64_t backoff_base,
             raise CommandError(DEADLETTER_SAME_QUEUE)
     if not (backoff_base or max_deliveries):
         return None
-    return JobOptions(backoff_base, backoff_max, max_deliveries, deadletter)
+    return new_job_options(backoff_base, backoff_max, max_deliveries, deadletter)
 
 
 cdef int _getjob(HotCall call, ArgView* argv, Py_ssize_t argc) except -1:

@@ -336,7 +336,7 @@ cdef class NodeCore:
             options = None
         return serialize(job, -1 if now_s is None else now_s, options)
 
-    def set_options(self, Job job, JobOptions options):
+    cpdef set_options(self, Job job, JobOptions options):
         """Give a job its options (None: take them away)."""
         if options is not None:
             self.job_options[job] = options

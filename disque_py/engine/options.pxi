@@ -38,11 +38,7 @@ cdef class JobOptions:
 
     def __init__(self, uint32_t backoff_base_ms=0, uint32_t backoff_max_ms=0,
                  uint32_t max_deliveries=0, deadletter=None):
-        self.backoff_base_ms = backoff_base_ms
-        self.backoff_max_ms = backoff_max_ms
-        self.max_deliveries = max_deliveries
-        self.deadletter = deadletter
-        self.dead_reason = DEAD_NONE
+        _fill_options(self, backoff_base_ms, backoff_max_ms, max_deliveries, deadletter)
 
     cdef bint dead_letter_due(self, Job job) noexcept:
         """Whether the re-queue about to happen is one delivery too many."""
@@ -85,11 +81,30 @@ cdef class JobOptions:
         return "JobOptions%r" % (self.fields(),)
 
 
+cdef inline int _fill_options(JobOptions options, uint32_t backoff_base_ms,
+                              uint32_t backoff_max_ms, uint32_t max_deliveries,
+                              object deadletter) except -1:
+    options.backoff_base_ms = backoff_base_ms
+    options.backoff_max_ms = backoff_max_ms
+    options.max_deliveries = max_deliveries
+    options.deadletter = deadletter
+    options.dead_reason = DEAD_NONE
+    return 0
+
+
+cdef JobOptions new_job_options(uint32_t backoff_base_ms, uint32_t backoff_max_ms,
+                                uint32_t max_deliveries, object deadletter):
+    """JobOptions(...) without the Python call (ADDJOB's path)."""
+    cdef JobOptions options = JobOptions.__new__(JobOptions)
+    _fill_options(options, backoff_base_ms, backoff_max_ms, max_deliveries, deadletter)
+    return options
+
+
 def job_options(uint32_t backoff_base_ms, uint32_t backoff_max_ms, uint32_t max_deliveries,
                 int dead_reason, deadletter, origin):
     """JobOptions from fields(), as a JobRecord keeps them."""
-    cdef JobOptions options = JobOptions(backoff_base_ms, backoff_max_ms, max_deliveries,
-                                         deadletter)
+    cdef JobOptions options = new_job_options(backoff_base_ms, backoff_max_ms, max_deliveries,
+                                              deadletter)
     options.dead_reason = dead_reason
     options.origin = origin
     return options

@@ -1,0 +1,141 @@
+"""What failed-job options cost (issue 19): plain ADDJOB against the
+release before them, and a job with BACKOFF and MAXDELIVERIES against a
+plain one, in the same run.
+
+    .venv/bin/python benchmarks/bench_job_options.py [--rounds N] [--quick]
+        [--baseline REV] [--skip-callgrind] [--no-pin]
+
+The baseline is a commit of this repository (default: c3fe348, the last
+one without job options), unpacked with `git archive` into a scratch
+directory and built there (`setup.py build_ext --inplace`); its server runs
+with PYTHONPATH set to that directory, so it imports its own disque_py.
+
+Rows, each server alone on the server CPU, the load on the other:
+  instructions per ADDJOB  callgrind's user-space instruction count over N
+                           pipelined ADDJOBs after a warm-up (as
+                           bench_engine.py counts them): the figure that
+                           noise does not move;
+  ADDJOB c50 -P16          redis-benchmark's rate, servers alternating per
+                           round, the median kept.
+Ratios: current plain / baseline plain, and current with options / current
+plain (the cost of the options: the issue allows 10 %).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks.bench_engine import CALLGRIND_BATCH, VALGRIND, callgrind_control, read_dump, running  # noqa: E402
+from benchmarks.common import (DisqueServer, Pinning, ordered, pipelined_fill,  # noqa: E402
+                               redis_benchmark_command, run_async, run_redis_benchmark,
+                               scratch_dir)
+from tests.support import encode_command  # noqa: E402
+
+REPO = Path(__file__).resolve().parent.parent
+DEFAULT_BASELINE = "c3fe348"
+BODY = "x" * 100
+PLAIN = ("ADDJOB", "q", BODY, "0")
+WITH_OPTIONS = PLAIN + ("BACKOFF", "100", "10000", "MAXDELIVERIES", "5")
+
+
+class Server(DisqueServer):
+    """Our server from the working tree, or from `source` (a built tree)."""
+
+    def __init__(self, directory: Path, pinning: Pinning, label: str,
+                 source: Path | None = None) -> None:
+        super().__init__(directory, pinning)
+        self.label = label
+        if source is not None:
+            self.prefix = ["env", f"PYTHONPATH={source}"] + self.prefix
+
+
+def build_baseline(rev: str) -> Path:
+    """The baseline's sources, unpacked and compiled in a scratch directory."""
+    tree = scratch_dir("bench-options-baseline-")
+    archive = subprocess.run(["git", "-C", str(REPO), "archive", rev],
+                             capture_output=True, check=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
+    subprocess.run([sys.executable, "setup.py", "build_ext", "--inplace"], cwd=tree,
+                   capture_output=True, check=True)
+    return tree
+
+
+def instructions_per_addjob(server: Server, command: tuple, warmup: int, jobs: int) -> float:
+    out = server.dir / "callgrind.out"
+    server.prefix += [VALGRIND, "--tool=callgrind", "--instr-atstart=no",
+                      f"--callgrind-out-file={out}", f"--log-file={server.dir / 'valgrind.log'}"]
+    payload = encode_command(*command)
+    with running(server):
+        run_async(pipelined_fill(server.port, payload, warmup, 1, CALLGRIND_BATCH))
+        callgrind_control("-i", "on", server.pid)
+        _, errors = run_async(pipelined_fill(server.port, payload, jobs, 1, CALLGRIND_BATCH))
+        callgrind_control("--dump", server.pid)
+        total = read_dump(Path(f"{out}.1"))
+    if errors:
+        raise RuntimeError(f"{errors} error replies from {server.label}")
+    return total / jobs
+
+
+def addjob_rate(server: Server, command: tuple, requests: int) -> float:
+    cmd = redis_benchmark_command(server.port, requests, clients=50, pipeline=16,
+                                  command_args=command)
+    with running(server):
+        rate, _, _ = run_redis_benchmark(cmd, server.pid)
+    return rate
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--quick", action="store_true", help="1 round, fewer requests")
+    parser.add_argument("--baseline", default=DEFAULT_BASELINE)
+    parser.add_argument("--skip-callgrind", action="store_true")
+    parser.add_argument("--no-pin", action="store_true")
+    args = parser.parse_args()
+    rounds = 1 if args.quick else args.rounds
+    requests = 100_000 if args.quick else 400_000
+    pinning = Pinning(not args.no_pin)
+    pinning.pin_this_process()
+    print(f"baseline {args.baseline}: building...", flush=True)
+    baseline = build_baseline(args.baseline)
+    head = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"],
+                          capture_output=True, text=True).stdout.strip()
+    print(f"current: working tree at {head}; pinning: {pinning.describe()}", flush=True)
+    kinds = [("baseline plain", baseline, PLAIN), ("current plain", None, PLAIN),
+             ("current options", None, WITH_OPTIONS)]
+
+    def server(label, source):
+        return Server(scratch_dir("bench-options-"), pinning, label, source)
+
+    table: dict[str, dict[str, list[float]]] = {}
+    if not args.skip_callgrind:
+        for label, source, command in kinds:
+            count = instructions_per_addjob(server(label, source), command, 2_000, 20_000)
+            table.setdefault("instructions per ADDJOB", {})[label] = [count]
+            print(f"  instructions  {label:16} {count:>10,.0f}", flush=True)
+    for round_index in range(rounds):
+        for label, source, command in ordered(round_index, kinds):
+            rate = addjob_rate(server(label, source), command, requests)
+            table.setdefault("ADDJOB c50 -P16 (ops/s)", {}).setdefault(label, []).append(rate)
+            print(f"  round {round_index + 1}  {label:16} {rate:>10,.0f} ops/s", flush=True)
+    print(f"\n{'row':28} {'baseline':>12} {'plain':>12} {'options':>12} "
+          f"{'plain/base':>11} {'opt/plain':>10}")
+    for row, values in table.items():
+        base, plain, options = (statistics.median(values[label]) for label, _, _ in kinds)
+        print(f"{row:28} {base:>12,.0f} {plain:>12,.0f} {options:>12,.0f} "
+              f"{plain / base:>10.3f}x {options / plain:>9.3f}x")
+    print("\nredis-benchmark: " + shlex.join(redis_benchmark_command(0, requests, 50, 16,
+                                                                       command_args=PLAIN)))
+    print(f"median of {rounds} round(s); machine: {os.cpu_count()} CPUs")
+
+
+if __name__ == "__main__":
+    main()
