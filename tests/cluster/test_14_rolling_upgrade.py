@@ -1,0 +1,115 @@
+"""A rolling upgrade: one node of the previous release in a cluster of this
+one keeps serving plain jobs, gets jobs with options as plain copies, and
+is then replaced by this release in place.
+
+The previous release is PREVIOUS_RELEASE (the commit before start epochs
+and job options), checked out with `git worktree add` outside the repo and
+compiled there; its node runs with that tree first on PYTHONPATH, so it
+imports its own disque_py. Nothing new on the bus may reach it: it would
+refuse the frame and drop the link, which the mesh checks would show.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+
+from tests.cluster.harness import MARGIN_S, Cluster, call, poll, show
+from tests.support import ServerProcess
+
+PREVIOUS_RELEASE = "c3fe348"
+REPO = Path(__file__).resolve().parents[2]
+DEADLINE_S = 10 + MARGIN_S
+OPTION_FIELDS = ["backoff", "max-deliveries", "deadletter", "dead-reason", "dead-from"]
+
+pytestmark = pytest.mark.timeout(600)
+
+
+class PreviousRelease(ServerProcess):
+    """A node of the release built in `tree`, same directory and port."""
+
+    def __init__(self, proc: ServerProcess, tree: Path) -> None:
+        super().__init__(proc.dir, port=proc.port, args=proc.args)
+        self.tree = tree
+
+    def command_line(self) -> list[str]:
+        return ["env", f"PYTHONPATH={self.tree}"] + super().command_line()
+
+
+@pytest.fixture(scope="module")
+def previous_tree(tmp_path_factory):
+    tree = tmp_path_factory.mktemp("previous") / "tree"
+    subprocess.run(["git", "-C", str(REPO), "worktree", "add", "--detach", str(tree),
+                    PREVIOUS_RELEASE], check=True, capture_output=True)
+    try:
+        subprocess.run([sys.executable, "setup.py", "build_ext", "--inplace"], cwd=tree,
+                       check=True, capture_output=True)
+        yield tree
+    finally:
+        subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(tree)],
+                       capture_output=True)
+
+
+@pytest.fixture
+def mixed(tmp_path, previous_tree):
+    cluster = Cluster(tmp_path, 3)
+    cluster.procs[2] = PreviousRelease(cluster.procs[2], previous_tree)
+    try:
+        cluster.start()
+        cluster.meet_chain()
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+def info_field(proc, section: str, name: str) -> str | None:
+    for line in call(proc, "INFO", section).decode().split("\r\n"):
+        if line.startswith(name + ":"):
+            return line.split(":", 1)[1]
+    return None
+
+
+def plain_jobs_flow(cluster, queue: str) -> None:
+    """A REPLICATE 3 job added on each node is on all three, delivered on
+    the next node, and one ACKJOB removes every copy."""
+    for index, proc in enumerate(cluster):
+        job_id = call(proc, "ADDJOB", queue, f"body-{index}", 5000, "REPLICATE", 3)
+        assert all(show(other, job_id) is not None for other in cluster)
+        consumer = cluster[(index + 1) % 3]
+        [[_, got, _]] = call(consumer, "GETJOB", "TIMEOUT", int(DEADLINE_S * 1000),
+                             "FROM", queue)
+        assert got == job_id
+        assert call(consumer, "ACKJOB", job_id) == 1
+        poll(lambda: all(show(other, job_id) is None for other in cluster), DEADLINE_S,
+             f"job added on node {index} acked everywhere")
+
+
+def test_a_node_of_the_previous_release_serves_plain_jobs_then_is_upgraded(mixed):
+    old = mixed[2]
+    assert info_field(old, "stats", "total_jobs_dead_lettered") is None      # old code
+    assert info_field(mixed[0], "stats", "total_jobs_dead_lettered") == "0"
+    queue = f"upgrade-{uuid.uuid4().hex[:12]}"
+    plain_jobs_flow(mixed, queue)
+    # A job with options reaches the old node as a plain copy; nothing breaks.
+    job_id = call(mixed[0], "ADDJOB", queue, "body", 5000, "REPLICATE", 3, "MAXDELIVERIES", 3)
+    assert list(show(mixed[1], job_id))[-5:] == OPTION_FIELDS
+    assert list(show(old, job_id))[-1] == "body"
+    assert call(mixed[1], "ACKJOB", job_id) == 1
+    poll(lambda: all(show(proc, job_id) is None for proc in mixed), DEADLINE_S,
+         "the job with options acked everywhere")
+    assert mixed.is_full_mesh()
+    # The upgrade: the same node (ID from nodes.conf), this release.
+    old.stop()
+    new = ServerProcess(old.dir, port=old.port, args=old.args).start()
+    mixed.procs[2] = new
+    mixed.wait_full_mesh(timeout=30)
+    assert info_field(new, "stats", "total_jobs_dead_lettered") == "0"
+    plain_jobs_flow(mixed, queue)
+    poll(lambda: all(info_field(proc, "cluster", "rereplicate_peers_known_epoch") == "2"
+                     for proc in mixed), DEADLINE_S, "every node knows the others' epochs")
+    job_id = call(mixed[0], "ADDJOB", queue, "body", 5000, "REPLICATE", 3, "MAXDELIVERIES", 3)
+    assert list(show(new, job_id))[-5:] == OPTION_FIELDS
