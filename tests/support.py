@@ -43,19 +43,29 @@ def wait_for(condition, timeout: float = 10.0, interval: float = 0.02, message: 
         time.sleep(interval)
 
 
+_handed_out: set[int] = set()
+
+
 def free_port() -> int:
-    """A port free on loopback, whose cluster bus port (+10000) is free too."""
+    """A port free on loopback, whose cluster bus port (+10000) is free too.
+
+    Ports handed out before in this test run are never handed out again: the
+    servers of a cluster are started after all their ports are chosen, so a
+    probe alone could give two of them the same port (or one's client port as
+    another's bus port)."""
     for _ in range(200):
         with socket.socket() as probe:
             probe.bind((HOST, 0))
             port = probe.getsockname()[1]
-        if port + CLUSTER_PORT_OFFSET > 65535:
+        bus_port = port + CLUSTER_PORT_OFFSET
+        if bus_port > 65535 or {port, bus_port} & _handed_out:
             continue
         with socket.socket() as bus:
             try:
-                bus.bind((HOST, port + CLUSTER_PORT_OFFSET))
+                bus.bind((HOST, bus_port))
             except OSError:
                 continue
+        _handed_out.update((port, bus_port))
         return port
     raise RuntimeError("no free port pair found")
 

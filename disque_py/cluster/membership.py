@@ -290,6 +290,8 @@ class Membership:
                 self.effects.append(ReplyOn(link, msg.EPOCH, msg.Epoch(self.epoch, others)))
         if via is not None and not self._check_link_identity(via, header, peer_ip):
             return
+        if sender is None and via is not None:
+            sender = via     # this PONG just finished its handshake: learn all it says
         if sender is not None and kind == msg.PING and not sender.flags & HANDSHAKE:
             self._update_address(sender, peer_ip, header.port)
         if via is not None and kind == msg.PONG:

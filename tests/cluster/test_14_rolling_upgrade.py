@@ -46,8 +46,9 @@ def previous_tree(tmp_path_factory):
     subprocess.run(["git", "-C", str(REPO), "worktree", "add", "--detach", str(tree),
                     PREVIOUS_RELEASE], check=True, capture_output=True)
     try:
-        subprocess.run([sys.executable, "setup.py", "build_ext", "--inplace"], cwd=tree,
-                       check=True, capture_output=True)
+        build = subprocess.run([sys.executable, "setup.py", "build_ext", "--inplace"],
+                               cwd=tree, capture_output=True, text=True)
+        assert build.returncode == 0, f"building {PREVIOUS_RELEASE} failed:\n{build.stderr}"
         yield tree
     finally:
         subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(tree)],

@@ -856,6 +856,19 @@ def test_a_peer_is_known_to_read_job_options_once_its_header_says_so(net):
     assert all("epoch" not in record.line() for record in a.membership.records())
 
 
+def test_the_pong_that_ends_a_handshake_tells_what_the_peer_speaks(net):
+    # The job core may replicate to a peer as soon as its handshake ends: it
+    # must not take the peer for an older version until its next PING.
+    a, b = net.add(), net.add()
+    assert a.membership.meet(IP, b.port)
+
+    def met():
+        node = a.membership.nodes.get(b.id)
+        return node is not None and not node.flags & HANDSHAKE
+    net.run_until(met, max_ms=10_000)
+    assert a.node(b.id).capabilities & SPEAKS_JOB_OPTIONS
+
+
 def test_each_node_learns_the_epoch_of_the_others_from_the_answers_to_its_pings(net):
     a, b, c = mesh(net, 3)
     for sim in (a, b, c):
