@@ -17,8 +17,10 @@ Rows, each server alone on the server CPU, the load on the other:
                            noise does not move;
   ADDJOB c50 -P16          redis-benchmark's rate, servers alternating per
                            round, the median kept.
-Ratios: current plain / baseline plain, and current with options / current
-plain (the cost of the options: the issue allows 10 %).
+Ratios: current plain / baseline plain; current with options / current
+plain (the issue allows 10 %); and with options / a plain ADDJOB of the same
+length (RETRY/TTL/MAXLEN instead of BACKOFF/MAXDELIVERIES), which separates
+what the options cost from what six more words on the wire cost.
 """
 
 from __future__ import annotations
@@ -44,6 +46,9 @@ DEFAULT_BASELINE = "c3fe348"
 BODY = "x" * 100
 PLAIN = ("ADDJOB", "q", BODY, "0")
 WITH_OPTIONS = PLAIN + ("BACKOFF", "100", "10000", "MAXDELIVERIES", "5")
+# A plain ADDJOB as long as WITH_OPTIONS, with Disque's own options: what
+# six more words cost on the wire and in parsing, options or not.
+SAME_LENGTH = PLAIN + ("RETRY", "100", "TTL", "10000", "MAXLEN", "500000")
 
 
 class Server(DisqueServer):
@@ -110,6 +115,7 @@ def main() -> None:
                           capture_output=True, text=True).stdout.strip()
     print(f"current: working tree at {head}; pinning: {pinning.describe()}", flush=True)
     kinds = [("baseline plain", baseline, PLAIN), ("current plain", None, PLAIN),
+             ("current same-length", None, SAME_LENGTH),
              ("current options", None, WITH_OPTIONS)]
 
     def server(label, source):
@@ -120,18 +126,19 @@ def main() -> None:
         for label, source, command in kinds:
             count = instructions_per_addjob(server(label, source), command, 2_000, 20_000)
             table.setdefault("instructions per ADDJOB", {})[label] = [count]
-            print(f"  instructions  {label:16} {count:>10,.0f}", flush=True)
+            print(f"  instructions  {label:19} {count:>10,.0f}", flush=True)
     for round_index in range(rounds):
         for label, source, command in ordered(round_index, kinds):
             rate = addjob_rate(server(label, source), command, requests)
             table.setdefault("ADDJOB c50 -P16 (ops/s)", {}).setdefault(label, []).append(rate)
-            print(f"  round {round_index + 1}  {label:16} {rate:>10,.0f} ops/s", flush=True)
-    print(f"\n{'row':28} {'baseline':>12} {'plain':>12} {'options':>12} "
-          f"{'plain/base':>11} {'opt/plain':>10}")
+            print(f"  round {round_index + 1}  {label:19} {rate:>10,.0f} ops/s", flush=True)
+    print(f"\n{'row':26} {'baseline':>10} {'plain':>10} {'same-len':>10} {'options':>10} "
+          f"{'plain/base':>11} {'opt/plain':>10} {'opt/same':>9}")
     for row, values in table.items():
-        base, plain, options = (statistics.median(values[label]) for label, _, _ in kinds)
-        print(f"{row:28} {base:>12,.0f} {plain:>12,.0f} {options:>12,.0f} "
-              f"{plain / base:>10.3f}x {options / plain:>9.3f}x")
+        base, plain, same, options = (statistics.median(values[label])
+                                      for label, _, _ in kinds)
+        print(f"{row:26} {base:>10,.0f} {plain:>10,.0f} {same:>10,.0f} {options:>10,.0f} "
+              f"{plain / base:>10.3f}x {options / plain:>9.3f}x {options / same:>8.3f}x")
     print("\nredis-benchmark: " + shlex.join(redis_benchmark_command(0, requests, 50, 16,
                                                                        command_args=PLAIN)))
     print(f"median of {rounds} round(s); machine: {os.cpu_count()} CPUs")

@@ -30,7 +30,6 @@ STATE_BY_NAME = {name: number for number, name in enumerate(STATE_NAMES)}
 FLAG_BCAST_QUEUED = CONSTANTS["FLAG_BCAST_QUEUED"]        # tell others when queued again
 FLAG_BCAST_WILLQUEUE = CONSTANTS["FLAG_BCAST_WILLQUEUE"]  # tell others before re-queueing
 FLAG_DELIVERED = CONSTANTS["FLAG_DELIVERED"]              # handed to a consumer here
-FLAG_HAS_OPTIONS = CONSTANTS["FLAG_HAS_OPTIONS"]          # options beyond Disque (engine)
 FLAG_COUNTED = CONSTANTS["FLAG_COUNTED"]                  # its next re-queue is counted
 FLAG_BACKED_OFF = CONSTANTS["FLAG_BACKED_OFF"]            # BACKOFF pushed its retry back
 DEAD_NONE = CONSTANTS["DEAD_NONE"]

@@ -24,7 +24,7 @@ from disque_py.core.consumer import ConsumerMixin
 from disque_py.core.effects import Unblock
 from disque_py.core.federation import FederationMixin, FederationStats
 from disque_py.core.healing import HealingMixin
-from disque_py.core.job import (ACKED, ACTIVE, FLAG_BCAST_WILLQUEUE, FLAG_HAS_OPTIONS,
+from disque_py.core.job import (ACKED, ACTIVE, FLAG_BCAST_WILLQUEUE,
                                 GONE_EXPIRED, QUEUED,
                                 QUEUE_MEMORY_OVERHEAD, WILLQUEUE_ADVANCE_MS, Job, JobExtra)
 from disque_py.core.peers import PeersMixin, new_tuple
@@ -94,7 +94,7 @@ class Node(NodeCore, MemoryPolicyMixin, ConsumerMixin, AcksMixin, ReplicationMix
                                job_options(*record.options))
         was_queued = record.state == QUEUED
         job = self.adopt_record(record, now, ACTIVE, persist=False)
-        job.flags = record.flags | (job.flags & FLAG_HAS_OPTIONS)
+        job.flags = record.flags
         if job.retry:
             job.flags |= FLAG_BCAST_WILLQUEUE
         if enqueue and was_queued:
@@ -157,7 +157,7 @@ class Node(NodeCore, MemoryPolicyMixin, ConsumerMixin, AcksMixin, ReplicationMix
                 q = self.queues.get(job.queue)
                 if job.retry and q is not None and q.flags & PAUSED_IN:
                     job.qtime = self.retry_time(job, now)
-                elif not (job.flags & FLAG_HAS_OPTIONS and self.back_off(job, now)):
+                elif not (job.options is not None and self.back_off(job, now)):
                     self.enqueue(job)
             elif state == QUEUED and job.qtime <= now and job.retry:
                 job.flags |= FLAG_BCAST_WILLQUEUE
@@ -211,7 +211,6 @@ class Node(NodeCore, MemoryPolicyMixin, ConsumerMixin, AcksMixin, ReplicationMix
             q.jobs.clear()
             q.live = False
         self.jobs = JobTable()
-        self.job_options = {}                   # a rewrite under way keeps the old one
         self.extras.clear()
         self.queues = ScanTable(QUEUE_TABLE_PARTITIONS)
         self.ready.clear()

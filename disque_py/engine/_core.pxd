@@ -20,10 +20,9 @@ cdef enum:
     FLAG_BCAST_WILLQUEUE = 2
     FLAG_DELIVERED = 4
     # ... local ones (never sent to a peer), for the options of options.pxi
-    FLAG_HAS_OPTIONS = 8           # its JobOptions are in NodeCore.job_options
     FLAG_COUNTED = 16              # the next re-queue was counted already (a delayed NACK)
     FLAG_BACKED_OFF = 32           # its retry timeout was pushed back once by BACKOFF
-    LOCAL_FLAGS = 4 | 8 | 16 | 32
+    LOCAL_FLAGS = 4 | 16 | 32
     # Job options (options.pxi)
     DEAD_NONE = 0
     DEAD_MAX_DELIVERIES = 1
@@ -70,6 +69,9 @@ cdef class Job:
     # class out of the cyclic GC (neither can lead back to a job).
     cdef PyObject* queue_
     cdef PyObject* delivered_
+    # Its JobOptions (options beyond Disque), owned, or NULL: a plain job
+    # pays one pointer and no lookup.
+    cdef PyObject* options_
     # The body, in a PyMem buffer (NULL: a dummy ack, which has none).
     cdef char* body_
     # Links owned by the structures that hold the job (borrowed pointers;
@@ -259,7 +261,6 @@ cdef class NodeCore:
     cdef bytes _holders_seen               # copies.pxi's last holder list, as wire bytes ...
     cdef object _holders_seen_in           # ... resolved against this node_ids ...
     cdef tuple _holders_known              # ... to these IDs
-    cdef public dict job_options           # Job -> JobOptions, for FLAG_HAS_OPTIONS jobs
     cdef public object peers_without_options   # peers of a version that reads none
     cdef public dict job_waits             # WAITJOB: job ID -> its waiters (core/waits.py)
     cdef public dict queue_waits           # QWAIT: queue name -> its wait (core/waits.py)
@@ -337,6 +338,7 @@ cdef class RequestParser:
     cdef void consume(self) noexcept
     cdef int _fail(self, str detail) except -1
     cdef int _parse_inline(self) except? -2
+    cdef inline bint _short_header(self, int64_t* value, char expected) noexcept
     cdef int _header(self, int64_t* value, bint* valid, char expected,
                      const char* too_big) except? -2
     cdef int _parse_multibulk(self) except? -2

@@ -63,27 +63,25 @@ cdef bint _parse_int(ArgView arg, int64_t* out) noexcept:
     """A signed 64-bit integer as strtoll reads it, as Disque's commands do:
     a NUL ends the argument, "" is 0, "+5" and "007" are numbers, " 5" and
     "5s" are not."""
-    cdef const char* end = <const char*>memchr(arg.data, 0, arg.size)
-    cdef Py_ssize_t size = end - arg.data if end != NULL else arg.size
-    cdef Py_ssize_t i = 0
+    cdef const char* p = arg.data
+    cdef const char* end = arg.data + arg.size
     cdef bint negative = False
-    cdef uint64_t value = 0, limit
-    if size == 0:
-        out[0] = 0
-        return True
-    if arg.data[0] == 43 or arg.data[0] == 45:       # '+' '-'
-        negative = arg.data[0] == 45
-        i = 1
-        if size == 1:
+    cdef uint64_t value = 0, limit, digit
+    if p < end and (p[0] == 43 or p[0] == 45):       # '+' '-'
+        negative = p[0] == 45
+        p += 1
+        if p == end or p[0] == 0:
             return False
     limit = 9223372036854775808ULL if negative else 9223372036854775807ULL
-    while i < size:
-        if not 48 <= arg.data[i] <= 57:
+    while p < end and p[0] != 0:
+        digit = <uint64_t>(p[0] - 48)
+        if digit > 9:
             return False
-        if value > (limit - <uint64_t>(arg.data[i] - 48)) // 10:
+        # Below this bound no digit can overflow: one compare, no division.
+        if value >= 922337203685477580ULL and value > (limit - digit) // 10:
             return False
-        value = value * 10 + <uint64_t>(arg.data[i] - 48)
-        i += 1
+        value = value * 10 + digit
+        p += 1
     out[0] = -<int64_t>(value - 1) - 1 if negative and value else <int64_t>value
     return True
 

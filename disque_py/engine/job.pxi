@@ -23,7 +23,7 @@
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.mem cimport PyMem_Free, PyMem_Malloc
-from cpython.ref cimport Py_DECREF, Py_INCREF, Py_XDECREF
+from cpython.ref cimport Py_DECREF, Py_INCREF, Py_XDECREF, Py_XINCREF
 from libc.string cimport memcmp, memcpy
 
 STATE_NAMES = (b"wait-repl", b"active", b"queued", b"acked")
@@ -72,10 +72,16 @@ cdef class Job:
             PyMem_Free(self.body_)
         Py_XDECREF(self.queue_)
         Py_XDECREF(self.delivered_)
+        Py_XDECREF(self.options_)
 
     @property
     def id(self):
         return PyBytes_FromStringAndSize(self.id_, JOB_ID_LEN)
+
+    @property
+    def options(self):
+        """Its JobOptions, or None (NodeCore.set_options gives them)."""
+        return <object>self.options_ if self.options_ != NULL else None
 
     @property
     def queue(self):

@@ -82,7 +82,6 @@ cdef class NodeCore:
         self.ready = {}
         self.replicating = {}
         self.waiting_queues = {}
-        self.job_options = {}
         self.peers_without_options = frozenset()
         self.job_waits = {}
         self.queue_waits = {}
@@ -190,8 +189,6 @@ cdef class NodeCore:
             return False
         if (self.job_waits or self.queue_waits) and job.state != ACKED:
             self.on_job_done(job, reason)
-        if job.flags & FLAG_HAS_OPTIONS:
-            self.job_options.pop(job, None)
         if self.extras:
             self.extras.pop(job, None)
         if self.aof_enabled and (job.state == ACTIVE or job.state == QUEUED):
@@ -262,10 +259,10 @@ cdef class NodeCore:
             # A re-queue: count it (one too many: dead-letter it), and tell
             # the other holders (they count, and mark it dead, too).
             mflags = MSG_INCR_NACKS if nack else MSG_INCR_DELIV
-            if flags & FLAG_HAS_OPTIONS:
+            if job.options_ != NULL:
                 flags &= ~FLAG_BACKED_OFF
-                options = self.options_of(job)
-                if options is not None and options.dead_letter_due(job):
+                options = <JobOptions>job.options_
+                if options.dead_letter_due(job):
                     self._dead_letter(job, options)
                     q = None
                     mflags |= MSG_DEAD
@@ -324,9 +321,7 @@ cdef class NodeCore:
     # ------------------------------------------------- options (options.pxi)
 
     cpdef JobOptions options_of(self, Job job):
-        if not job.flags & FLAG_HAS_OPTIONS:
-            return None
-        return self.job_options.get(job)
+        return <JobOptions>job.options_ if job.options_ != NULL else None
 
     def job_bytes(self, Job job, now_s=None, bytes peer=None):
         """A job's bytes with its options: for the AOF (now_s None) or for a
@@ -338,12 +333,10 @@ cdef class NodeCore:
 
     cpdef set_options(self, Job job, JobOptions options):
         """Give a job its options (None: take them away)."""
-        if options is not None:
-            self.job_options[job] = options
-            job.flags |= FLAG_HAS_OPTIONS
-        elif job.flags & FLAG_HAS_OPTIONS:
-            self.job_options.pop(job, None)
-            job.flags &= ~FLAG_HAS_OPTIONS
+        cdef PyObject* given = NULL if options is None else <PyObject*>options
+        Py_XINCREF(given)
+        Py_XDECREF(job.options_)
+        job.options_ = given
 
     cdef int _dead_letter(self, Job job, JobOptions options) except -1:
         """Move a job that is not queued to its dead-letter queue."""
@@ -447,13 +440,12 @@ cdef class NodeCore:
         job = self.jobs.find(job_id)
         if job is None or job.state != ACTIVE:
             return 0
-        if job.flags & FLAG_HAS_OPTIONS:
-            options = self.options_of(job)
-            if options is not None:
-                if options.dead_letter_due(job):
-                    delay_ms = 0
-                elif delay_ms < 0:
-                    delay_ms = options.backoff_ms(job, self.jitter(1000) + 500)
+        if job.options_ != NULL:
+            options = <JobOptions>job.options_
+            if options.dead_letter_due(job):
+                delay_ms = 0
+            elif delay_ms < 0:
+                delay_ms = options.backoff_ms(job, self.jitter(1000) + 500)
         if delay_ms > 0:
             return self._delay_requeue(job, delay_ms)
         return 1 if self.enqueue(job, True) else 0
@@ -548,7 +540,6 @@ cdef class NodeCore:
             self.set_options(job, options)
         if keep_copy(external, async_):
             if not self.jobs.insert(job):
-                self.set_options(job, None)
                 raise CommandError(ID_COLLISION)
             self.used_memory += JOB_MEMORY_OVERHEAD + body_len
             if self.queue_waits:
@@ -569,8 +560,6 @@ cdef class NodeCore:
         if not keep_copy(external, async_) and PyTuple_GET_SIZE(<object>job.delivered_):
             # No copy here: ask one holder to queue it first.
             self.send(self._rng.choice(job.delivered), MSG_ENQUEUE, (job.id, delay))
-        if not keep_copy(external, async_):
-            self.set_options(job, None)
         return job
 
     cdef _refuse_replication(self, int64_t extra_copies, bint external):

@@ -1,9 +1,9 @@
 # Job options beyond Disque: BACKOFF, MAXDELIVERIES and DEADLETTER.
 #
-# A plain job carries none and pays one flag test where they matter: a job
-# with options has FLAG_HAS_OPTIONS, and its JobOptions live beside it in
-# NodeCore.job_options (Job -> JobOptions), so the job record keeps its
-# size. The rules they add (node.pxi applies them):
+# A plain job carries none and pays one pointer test where they matter: a
+# job with options points to its JobOptions (Job.options_, 8 bytes in every
+# job record; a side table cost a dict insert per job, ~400 instructions
+# of an ADDJOB). The rules they add (node.pxi applies them):
 #
 #   * a job is delivered 1 + nacks + additional-deliveries times before a
 #     re-queue; when that reaches max_deliveries, the re-queue puts it in

@@ -185,24 +185,33 @@ cdef class RequestParser:
         self.inline_argv = argv if argv else None
         return PARSE_COMMAND
 
+    cdef inline bint _short_header(self, int64_t* value, char expected) noexcept:
+        """The common header: "<c><digits>\r" with a short canonical number,
+        wholly here with one byte after it; else False and nothing read."""
+        cdef const char* line = self.buf + self.pos
+        cdef const char* end = self.buf + self.size
+        cdef const char* p = line + 1
+        cdef int64_t number
+        if end - line < 4 or line[0] != expected or not 49 <= p[0] <= 57:
+            return False
+        number = p[0] - 48
+        p += 1
+        while p < end and 48 <= p[0] <= 57 and p - line < 19:
+            number = number * 10 + (p[0] - 48)
+            p += 1
+        if p + 1 < end and p[0] == 13:
+            value[0] = number
+            self.pos = p + 2 - self.buf
+            return True
+        return False
+
     cdef int _header(self, int64_t* value, bint* valid, char expected,
                      const char* too_big) except? -2:
-        """Read a "<c><digits>\r" line at pos: PARSE_MORE until the line and
-        one byte after it are here; the value, and whether it is canonical."""
+        """Read any "<c><digits>\r" line at pos (_short_header failed):
+        PARSE_MORE until the line and one byte after it are here; the value,
+        and whether it is canonical."""
         cdef char* line = self.buf + self.pos
-        cdef char* end = self.buf + self.size
-        cdef char* p = line + 1
-        cdef int64_t number = 0
         cdef char* cr
-        # The common case first: a short canonical length, wholly here.
-        if line[0] == expected and p < end and 49 <= p[0] <= 57:
-            while p < end and 48 <= p[0] <= 57 and p - line < 19:
-                number = number * 10 + (p[0] - 48)
-                p += 1
-            if p + 1 < end and p[0] == 13:
-                value[0], valid[0] = number, True
-                self.pos = p + 2 - self.buf
-                return PARSE_COMMAND
         cr = <char*>memchr(line, 13, self.size - self.pos)
         if cr == NULL:
             if self.size - self.pos > INLINE_MAX_SIZE:
@@ -224,9 +233,11 @@ cdef class RequestParser:
         cdef Py_ssize_t cmd_start
         if self.args_left == 0 and self.bulk_len < 0:
             cmd_start = self.pos
-            status = self._header(&count, &valid, 42, b"too big mbulk count string")
-            if status != PARSE_COMMAND:
-                return status
+            valid = self._short_header(&count, 42)
+            if not valid:
+                status = self._header(&count, &valid, 42, b"too big mbulk count string")
+                if status != PARSE_COMMAND:
+                    return status
             if not valid or count > MULTIBULK_MAX_COUNT:
                 return self._fail("invalid multibulk length")
             self.cmd_start = cmd_start
@@ -237,9 +248,11 @@ cdef class RequestParser:
             self._reserve(count)
         while self.args_left:
             if self.bulk_len < 0:
-                status = self._header(&length, &valid, 36, b"too big bulk count string")
-                if status != PARSE_COMMAND:
-                    return status
+                valid = self._short_header(&length, 36)
+                if not valid:
+                    status = self._header(&length, &valid, 36, b"too big bulk count string")
+                    if status != PARSE_COMMAND:
+                        return status
                 if not valid or length < 0 or length > BULK_MAX_LENGTH:
                     return self._fail("invalid bulk length")
                 self.bulk_len = length

@@ -147,7 +147,7 @@ cdef bytes pack_wire(const char* job_id, int state, int flags, int repl, uint64_
 cdef bytes serialize(Job job, int64_t now_s, JobOptions options):
     """The job's bytes; now_s >= 0: for a message (relative expire time).
     `options`: the job's (NodeCore.options_of), or None to leave them out."""
-    cdef int flags = job.flags & ~FLAG_HAS_OPTIONS    # the block says it
+    cdef int flags = job.flags
     cdef int64_t etime = job.etime
     cdef const char* queue = b""
     cdef Py_ssize_t queue_len = 0
@@ -177,7 +177,7 @@ def pack_job(bytes job_id, int state, int flags, int repl, uint64_t ctime, int64
     as JobOptions.fields() gives them, or None)."""
     if PyBytes_GET_SIZE(job_id) != JOB_ID_LEN:
         raise ValueError("a job ID has 40 bytes")
-    return pack_wire(PyBytes_AS_STRING(job_id), state, flags & ~FLAG_HAS_OPTIONS, repl, ctime,
+    return pack_wire(PyBytes_AS_STRING(job_id), state, flags, repl, ctime,
                      etime, delay, retry, nacks, deliveries, PyBytes_AS_STRING(queue),
                      PyBytes_GET_SIZE(queue), NULL if body is None else PyBytes_AS_STRING(body),
                      0 if body is None else PyBytes_GET_SIZE(body), delivered,

@@ -23,7 +23,7 @@ import os
 import time
 
 from disque_py import log
-from disque_py.core.job import ACTIVE, FLAG_HAS_OPTIONS, QUEUED, serialize_job
+from disque_py.core.job import ACTIVE, QUEUED, serialize_job
 from disque_py.monitoring.latency import AOF_RENAME, AOF_REWRITE_DIFF_WRITE
 from disque_py.persistence import aof_format
 from disque_py.persistence.aof import OFF, REWRITE_SLICE_JOBS
@@ -32,7 +32,7 @@ TEMP_SUFFIX = ".rewrite-%d.tmp"        # after the AOF's path; %d: the server's 
 
 
 class Rewrite:
-    def __init__(self, writer, jobs, job_options: dict) -> None:
+    def __init__(self, writer, jobs) -> None:
         self.writer = writer
         self.started = time.monotonic()
         self.temp_path = writer.path + TEMP_SUFFIX % os.getpid()
@@ -40,7 +40,6 @@ class Rewrite:
         self.size = 0
         self.buffer: list[bytes] = []
         self._jobs = jobs                      # the jobs table (a FLUSHALL swaps it: this one stays)
-        self._job_options = job_options        # ... and its jobs' options
         self._next_partition = 0
         try:
             self._write(aof_format.HEADER)
@@ -60,9 +59,8 @@ class Rewrite:
         while self._next_partition < partitions and len(records) < REWRITE_SLICE_JOBS:
             for job in jobs.partition(self._next_partition):
                 if job.state == ACTIVE or job.state == QUEUED:
-                    options = self._job_options.get(job) if job.flags & FLAG_HAS_OPTIONS \
-                        else None
-                    records.append(aof_format.load_job_record(serialize_job(job, None, options)))
+                    records.append(aof_format.load_job_record(
+                        serialize_job(job, None, job.options)))
             self._next_partition += 1
         if records:
             self._write(b"".join(records))

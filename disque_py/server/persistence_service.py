@@ -240,7 +240,7 @@ class PersistenceService:
         """A rewrite set up on the writer; OSError if it cannot start."""
         writer = self.writer
         try:
-            writer.rewrite = Rewrite(writer, self.node.jobs, self.node.job_options)
+            writer.rewrite = Rewrite(writer, self.node.jobs)
         except OSError as error:
             log.warning("Cannot start the AOF rewrite: %s", error.strerror)
             self._rewrite_failed()

@@ -116,7 +116,7 @@ from typing import NamedTuple
 
 from disque_py.cluster import messages as msg
 from disque_py.core.effects import AofDelJob, AofLoadJob, Unblock
-from disque_py.core.job import (ACKED, DEAD_NONE, FLAG_COUNTED, FLAG_HAS_OPTIONS, QUEUED,
+from disque_py.core.job import (ACKED, DEAD_NONE, FLAG_COUNTED, QUEUED,
                                 WAIT_REPL)
 from disque_py.core.node import Node
 from tests.unit.simnet import COPY_KINDS, SimNet
@@ -135,7 +135,7 @@ class TracedNode(Node):
     index = -1
 
     def enqueue(self, job, nack=False, now=0, q=None):
-        if self.tracer is None or not job.flags & FLAG_HAS_OPTIONS:
+        if self.tracer is None or job.options is None:
             return Node.enqueue(self, job, nack, now, q)
         options = self.options_of(job)
         if options is None or not options.max_deliveries:

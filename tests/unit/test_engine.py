@@ -53,7 +53,8 @@ def test_jobs_are_not_tracked_by_the_cyclic_gc(ids):
 
 
 def test_a_job_is_one_small_object(ids):
-    assert sys.getsizeof(make(ids)) <= 160
+    # 160 bytes for Disque's fields, 8 for the pointer to options beyond Disque.
+    assert sys.getsizeof(make(ids)) <= 168
 
 
 def test_jobs_cannot_be_made_by_calling_the_class():
