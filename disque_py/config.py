@@ -28,9 +28,10 @@ from typing import Any, Callable, Iterable
 from disque_py.config_kinds import (Appended, Bool, BufferLimit, Dir, Enum, Int, KeepAlive,
                                     Kind, Memory, Octal, OutputBufferLimit, Str, TlsProtocols,
                                     Words)
-from disque_py.config_parse import (ENCODING, ERRORS, BadValue, decode, encode, glob_match,
+from disque_py.config_parse import (ENCODING, ERRORS, BadValue, decode, encode,
                                     quote, split_args)
 from disque_py.errors import CommandError, ConfigError
+from disque_py.globmatch import glob_match
 
 # Defaults and limits (Disque 1.0-rc1, server.h).
 DEFAULT_PORT = 7711

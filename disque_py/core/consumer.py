@@ -3,7 +3,7 @@
 GETJOB itself (NodeCore.get_jobs, engine/node.pxi) takes jobs from the
 named queues left to right, pass after pass, until COUNT jobs or a pass
 that finds nothing. A client that found nothing parks as a Waiter on every
-queue it named; when a job is queued on one of them the queue is marked
+queue it named (or on its pattern: patterns.py); when a job is queued on one of them the queue is marked
 ready and serve_ready() hands each waiter exactly one job, oldest waiter
 first, as Disque does. A queue paused in output neither serves nor wakes
 anyone until the pause is lifted.
@@ -45,6 +45,9 @@ class ConsumerMixin:
         if waiter.kind in COMPLETION_WAITS:
             self.forget_completion_wait(waiter)
             return
+        if waiter.pattern is not None:
+            self.forget_pattern_waiter(waiter)
+            return
         queues = self.queues
         for name in waiter.queues:
             q = queues.get(name)
@@ -68,6 +71,8 @@ class ConsumerMixin:
         for q in list(self.queues.values()):
             for waiter in list(q.waiters or ()):
                 self.release(waiter, leaving)
+        for waiter in list(self.pattern_waiters or ()):
+            self.release(waiter, leaving)
 
     def serve_ready(self) -> None:
         """Give one job to each waiter of the queues that received jobs;
@@ -87,6 +92,8 @@ class ConsumerMixin:
                     self.release(waiter, [job])
                 if not q.jobs:
                     self.need_jobs(q, True)
+            if self.pattern_waiters is not None and q.jobs:
+                self.serve_patterns(q)
             if q.interested is not None and q.jobs:
                 self.offer_to_interested(q)
 

@@ -7,6 +7,7 @@ it keeps). Node adds, as mixins over that state, what concerns other nodes
 or waiting clients: replication.py (copies), acks.py (collecting acks),
 requeue.py (re-queue messages), federation.py (moving jobs to consumers),
 peers.py (the cluster view and the outbox), consumer.py (parked GETJOBs),
+patterns.py (GETJOB PATTERN),
 waits.py (parked WAITJOBs and QWAITs),
 memory.py (the memory policy), healing.py (copies made again when holders
 are lost); and here, the timers: tick() runs what the awake schedule says
@@ -29,6 +30,7 @@ from disque_py.core.job import (ACKED, ACTIVE, FLAG_BCAST_WILLQUEUE,
                                 QUEUE_MEMORY_OVERHEAD, WILLQUEUE_ADVANCE_MS, Job, JobExtra)
 from disque_py.core.peers import PeersMixin, new_tuple
 from disque_py.core.memory import MemoryPolicyMixin
+from disque_py.core.patterns import PatternConsumerMixin
 from disque_py.core.replication import REPLICATION_RETRY_MS, ReplicationMixin
 from disque_py.core.requeue import RequeueMixin
 from disque_py.core.scantable import ScanTable
@@ -44,8 +46,8 @@ DEFAULT_MAXMEMORY = 1024 ** 3
 QUEUE_TABLE_PARTITIONS = 256
 
 
-class Node(NodeCore, MemoryPolicyMixin, ConsumerMixin, AcksMixin, ReplicationMixin, RequeueMixin,
-           FederationMixin, PeersMixin, HealingMixin, WaitsMixin):
+class Node(NodeCore, MemoryPolicyMixin, ConsumerMixin, PatternConsumerMixin, AcksMixin,
+           ReplicationMixin, RequeueMixin, FederationMixin, PeersMixin, HealingMixin, WaitsMixin):
     def __init__(self, node_id: bytes, clock: Clock | None = None,
                  id_seed: bytes | None = None) -> None:
         clock = clock or Clock()
@@ -182,6 +184,7 @@ class Node(NodeCore, MemoryPolicyMixin, ConsumerMixin, AcksMixin, ReplicationMix
             for name, q in list(part.items()):
                 if q.is_evictable(now_s, max_idle):
                     self.queues.pop(name)
+                    self.queues_version += 1
                     q.live = False
                     self.used_memory -= QUEUE_MEMORY_OVERHEAD
                     evicted += 1
@@ -192,7 +195,8 @@ class Node(NodeCore, MemoryPolicyMixin, ConsumerMixin, AcksMixin, ReplicationMix
     def flush_all(self) -> None:
         """Forget every job and queue; the jobs themselves are freed in slices.
 
-        Parked GETJOB clients get the timeout reply first, as in Disque;
+        Parked GETJOB clients (PATTERN ones too) get the timeout reply
+        first, as in Disque;
         parked WAITJOBs and QWAITs are answered: every job is deleted.
         The schedule and the queue lists are cleared at once (that only
         drops references: the jobs table still holds every job); the old
@@ -202,6 +206,8 @@ class Node(NodeCore, MemoryPolicyMixin, ConsumerMixin, AcksMixin, ReplicationMix
         for q in list(self.queues.values()):
             for waiter in list(q.waiters or ()):
                 self.release(waiter, TIMED_OUT)
+        for waiter in list(self.pattern_waiters or ()):
+            self.release(waiter, TIMED_OUT)
         self.release_completion_waits_flushed()
         for job in list(self.replicating):      # producers waiting for copies
             self.abandon_replication(job, NoReplError(REMOVED_BEFORE_COPIES))
@@ -213,6 +219,8 @@ class Node(NodeCore, MemoryPolicyMixin, ConsumerMixin, AcksMixin, ReplicationMix
         self.jobs = JobTable()
         self.extras.clear()
         self.queues = ScanTable(QUEUE_TABLE_PARTITIONS)
+        self.queues_version += 1
+        self.forget_patterns()
         self.ready.clear()
         self.used_memory = 0
         self.heal_reset()

@@ -31,12 +31,14 @@ DONE = "done"
 
 
 class Waiter:
-    __slots__ = ("client", "kind", "queues", "withcounters", "deadline", "job", "active", "seq")
+    __slots__ = ("client", "kind", "queues", "pattern", "withcounters", "deadline", "job",
+                 "active", "seq")
 
     def __init__(self, client, kind: int, deadline_ms: int) -> None:
         self.client = client
         self.kind = kind
         self.queues: tuple = ()
+        self.pattern: bytes | None = None   # GETJOB PATTERN (core/patterns.py)
         self.withcounters = False
         self.deadline = deadline_ms       # 0: no deadline
         self.job = None

@@ -240,6 +240,8 @@ cdef class NodeCore:
     cdef public dict ready                 # queues that got jobs while clients wait
     cdef public dict replicating           # jobs whose producer awaits copies
     cdef public dict waiting_queues        # queues with parked consumers
+    cdef public object pattern_waiters     # parked GETJOB PATTERNs (core/patterns.py), or None
+    cdef public uint64_t queues_version    # grows when a queue is made or forgotten
     cdef public int64_t used_memory
     cdef int64_t _maxmemory
     cdef public int64_t memory_warn_at

@@ -288,10 +288,11 @@ cdef JobOptions _job_options(HotCall call, ArgView queue, int64_t backoff_base,
 
 
 cdef int _getjob(HotCall call, ArgView* argv, Py_ssize_t argc) except -1:
-    """GETJOB [NOHANG] [TIMEOUT ms] [COUNT n] [WITHCOUNTERS] FROM queue1 ... queueN"""
+    """GETJOB [NOHANG] [TIMEOUT ms] [COUNT n] [WITHCOUNTERS] FROM queue1 ... queueN
+    (or, beyond Disque, PATTERN glob in place of FROM ...)"""
     cdef int64_t timeout = 0, count = 1
     cdef bint nohang = False, withcounters = False
-    cdef Py_ssize_t i = 1, first = 0
+    cdef Py_ssize_t i = 1, first = 0, pattern = 0
     cdef NodeCore node = call.node
     cdef Queue q
     while i < argc:
@@ -300,6 +301,10 @@ cdef int _getjob(HotCall call, ArgView* argv, Py_ssize_t argc) except -1:
         if _is_option(option, b"from", 4):
             if i < argc:
                 first = i
+            break
+        elif _is_option(option, b"pattern", 7):
+            if i + 1 == argc:             # exactly one glob, and the last word
+                pattern = i
             break
         elif _is_option(option, b"nohang", 6):
             nohang = True
@@ -314,6 +319,9 @@ cdef int _getjob(HotCall call, ArgView* argv, Py_ssize_t argc) except -1:
             i += 1
         else:
             break
+    if pattern:
+        return _getjob_pattern(call, call.arg_bytes(argv[pattern]), count, nohang, timeout,
+                               withcounters)
     if first == 0:
         raise CommandError(SYNTAX_ERROR)
     if argc - first == 1 and count == 1:      # the usual GETJOB: one job, one queue
@@ -332,12 +340,47 @@ cdef int _getjob(HotCall call, ArgView* argv, Py_ssize_t argc) except -1:
     jobs = node.take_jobs(names, queues, count)
     if jobs:
         return _write_jobs(call.out, jobs, withcounters)
+    return _nothing_to_give(call, nohang, timeout, withcounters, names, None)
+
+
+cdef int _getjob_pattern(HotCall call, bytes pattern, int64_t count, bint nohang,
+                         int64_t timeout, bint withcounters) except -1:
+    """GETJOB ... PATTERN glob: the queues this node knows that match, each
+    call starting after the queue that served the pattern last (fair), and
+    a parked client woken by any matching queue, new ones included."""
+    cdef NodeCore node = call.node
+    cdef Queue q
+    names = node.pattern_queues(pattern)
+    queues = [node.queues.get(name) for name in names]
+    ready = False
+    for found in queues:
+        q = <Queue>found
+        if q.jobs.count and not q.flags & PAUSED_OUT:
+            ready = True
+            break
+    if not ready and not nohang and not call.may_park:
+        return HOT_DECLINE                # it would block
+    jobs = node.take_jobs(names, queues, count)
+    if jobs:
+        node.pattern_served(pattern, (<Job>jobs[len(jobs) - 1]).queue)
+        return _write_jobs(call.out, jobs, withcounters)
+    return _nothing_to_give(call, nohang, timeout, withcounters, names, pattern)
+
+
+cdef int _nothing_to_give(HotCall call, bint nohang, int64_t timeout, bint withcounters,
+                          list names, bytes pattern) except -1:
+    """GETJOB found no job: a null reply (NOHANG), or the client parks on
+    the named queues (or on its pattern) until a job or the timeout."""
+    cdef NodeCore node = call.node
     if nohang:
         return call.out.write_bytes(_NULL_RESP3 if call.resp3 else _NULL_ARRAY_RESP2)
     if node.leaving:
         raise LeavingError(LEAVING_MESSAGE)
     deadline = node.now_ms() + timeout if timeout else 0
-    call.waiter = node.block(call.session, names, deadline, withcounters)
+    if pattern is None:
+        call.waiter = node.block(call.session, names, deadline, withcounters)
+    else:
+        call.waiter = node.block_pattern(call.session, pattern, deadline, withcounters)
     call.overlaps = False
     return HOT_PARKED
 

@@ -151,6 +151,7 @@ cdef class NodeCore:
         if q is None:
             q = Queue(name, self.now_ms())
             self.queues.add(name, q)
+            self.queues_version += 1
             self.used_memory += QUEUE_MEMORY_OVERHEAD
         return <Queue>q
 
@@ -287,7 +288,8 @@ cdef class NodeCore:
         q.jobs.add(job)
         q.atime = now // 1000
         q.jobs_in += 1
-        if (q.waiters is not None or q.interested is not None) and not q.flags & PAUSED_OUT:
+        if (q.waiters is not None or q.interested is not None or
+                self.pattern_waiters is not None) and not q.flags & PAUSED_OUT:
             self.ready[q.name] = None    # someone here or elsewhere awaits it
         return True
 
@@ -315,7 +317,8 @@ cdef class NodeCore:
     cpdef set_paused(self, Queue q, int flags):
         cdef int was_paused_out = q.flags & PAUSED_OUT
         q.flags = (q.flags & ~(PAUSED_IN | PAUSED_OUT)) | flags
-        if was_paused_out and not q.flags & PAUSED_OUT and q.waiters is not None:
+        if was_paused_out and not q.flags & PAUSED_OUT and \
+                (q.waiters is not None or self.pattern_waiters is not None):
             self.ready[q.name] = None
 
     # ------------------------------------------------- options (options.pxi)
