@@ -17,10 +17,11 @@ Rows, each server alone on the server CPU, the load on the other:
                            noise does not move;
   ADDJOB c50 -P16          redis-benchmark's rate, servers alternating per
                            round, the median kept.
-Ratios: current plain / baseline plain; current with options / current
-plain (the issue allows 10 %); and with options / a plain ADDJOB of the same
-length (RETRY/TTL/MAXLEN instead of BACKOFF/MAXDELIVERIES), which separates
-what the options cost from what six more words on the wire cost.
+Ratios: each kind against current plain (issue 19 allows options 10 %,
+issue 20 allows PRIORITY 15 %), and against the row it is compared with:
+current plain against the baseline, and each option against a plain ADDJOB
+of the same length (Disque's RETRY/TTL/MAXLEN in its place), which
+separates what the option costs from what more words on the wire cost.
 """
 
 from __future__ import annotations
@@ -49,6 +50,16 @@ WITH_OPTIONS = PLAIN + ("BACKOFF", "100", "10000", "MAXDELIVERIES", "5")
 # A plain ADDJOB as long as WITH_OPTIONS, with Disque's own options: what
 # six more words cost on the wire and in parsing, options or not.
 SAME_LENGTH = PLAIN + ("RETRY", "100", "TTL", "10000", "MAXLEN", "500000")
+WITH_PRIORITY = PLAIN + ("PRIORITY", "8")
+SAME_LENGTH_AS_PRIORITY = PLAIN + ("RETRY", "100")
+# Each kind: label, whether it runs the baseline, the command, and the
+# label of the row it is compared with ("plain/base" for the baseline).
+KINDS = [("baseline plain", True, PLAIN, None),
+         ("current plain", False, PLAIN, "baseline plain"),
+         ("same-length 6 words", False, SAME_LENGTH, "current plain"),
+         ("BACKOFF+MAXDELIVERIES", False, WITH_OPTIONS, "same-length 6 words"),
+         ("same-length 2 words", False, SAME_LENGTH_AS_PRIORITY, "current plain"),
+         ("PRIORITY 8", False, WITH_PRIORITY, "same-length 2 words")]
 
 
 class Server(DisqueServer):
@@ -114,9 +125,8 @@ def main() -> None:
     head = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"],
                           capture_output=True, text=True).stdout.strip()
     print(f"current: working tree at {head}; pinning: {pinning.describe()}", flush=True)
-    kinds = [("baseline plain", baseline, PLAIN), ("current plain", None, PLAIN),
-             ("current same-length", None, SAME_LENGTH),
-             ("current options", None, WITH_OPTIONS)]
+    kinds = [(label, baseline if is_baseline else None, command)
+             for label, is_baseline, command, _ in KINDS]
 
     def server(label, source):
         return Server(scratch_dir("bench-options-"), pinning, label, source)
@@ -126,19 +136,19 @@ def main() -> None:
         for label, source, command in kinds:
             count = instructions_per_addjob(server(label, source), command, 2_000, 20_000)
             table.setdefault("instructions per ADDJOB", {})[label] = [count]
-            print(f"  instructions  {label:19} {count:>10,.0f}", flush=True)
+            print(f"  instructions  {label:22} {count:>10,.0f}", flush=True)
     for round_index in range(rounds):
         for label, source, command in ordered(round_index, kinds):
             rate = addjob_rate(server(label, source), command, requests)
             table.setdefault("ADDJOB c50 -P16 (ops/s)", {}).setdefault(label, []).append(rate)
-            print(f"  round {round_index + 1}  {label:19} {rate:>10,.0f} ops/s", flush=True)
-    print(f"\n{'row':26} {'baseline':>10} {'plain':>10} {'same-len':>10} {'options':>10} "
-          f"{'plain/base':>11} {'opt/plain':>10} {'opt/same':>9}")
+            print(f"  round {round_index + 1}  {label:22} {rate:>10,.0f} ops/s", flush=True)
     for row, values in table.items():
-        base, plain, same, options = (statistics.median(values[label])
-                                      for label, _, _ in kinds)
-        print(f"{row:26} {base:>10,.0f} {plain:>10,.0f} {same:>10,.0f} {options:>10,.0f} "
-              f"{plain / base:>10.3f}x {options / plain:>9.3f}x {options / same:>8.3f}x")
+        medians = {label: statistics.median(found) for label, found in values.items()}
+        print(f"\n{row}:\n{'kind':24} {'median':>12} {'/ plain':>9} {'/ compared':>11}  compared with")
+        for label, _, _, compared in KINDS:
+            value, plain = medians[label], medians["current plain"]
+            against = f"{value / medians[compared]:>10.3f}x  {compared}" if compared else ""
+            print(f"{label:24} {value:>12,.0f} {value / plain:>8.3f}x {against}")
     print("\nredis-benchmark: " + shlex.join(redis_benchmark_command(0, requests, 50, 16,
                                                                        command_args=PLAIN)))
     print(f"median of {rounds} round(s); machine: {os.cpu_count()} CPUs")

@@ -31,7 +31,8 @@ back, whether it restarted empty meanwhile.
 Job options (BACKOFF, MAXDELIVERIES...): a node sets SPEAKS_JOB_OPTIONS in
 its headers when it reads a job's options block; each peer's header bits
 are kept (ClusterNode.capabilities) and the job core sends jobs with their
-options only to peers that set it, plain jobs to the others.
+options only to peers that set it, plain jobs to the others; likewise
+SPEAKS_PRIORITY for the block's version 2 (a v1 reader gets v1, no priority).
 
 Links: each node keeps one outgoing connection to every other node and
 sends its PINGs there; PONGs come back on it. Connections others opened to
@@ -57,7 +58,8 @@ PFAIL, FAIL, MYSELF, HANDSHAKE, NOADDR, MEET, LEAVING = 1, 2, 4, 8, 16, 32, 128
 # these bits ignore them (on_heartbeat reads only LEAVING).
 SPEAKS_EPOCH = 256    # answer my PINGs with EPOCH
 SPEAKS_JOB_OPTIONS = 512   # my jobs may carry the options block (engine/options.pxi)
-HEADER_CAPABILITIES = SPEAKS_EPOCH | SPEAKS_JOB_OPTIONS
+SPEAKS_PRIORITY = 1024     # ... in its version 2, with the job's PRIORITY
+HEADER_CAPABILITIES = SPEAKS_EPOCH | SPEAKS_JOB_OPTIONS | SPEAKS_PRIORITY
 FLAG_NAMES = ((MYSELF, "myself"), (PFAIL, "fail?"), (FAIL, "fail"), (HANDSHAKE, "handshake"),
               (NOADDR, "noaddr"), (LEAVING, "leaving"))
 FLAGS_BY_NAME = {name: flag for flag, name in FLAG_NAMES}

@@ -74,6 +74,7 @@ def _options_info(options) -> list:
         b"deadletter", options.deadletter,
         b"dead-reason", options.dead_reason_name,
         b"dead-from", options.origin,
+        b"priority", options.priority,
     ]
 
 

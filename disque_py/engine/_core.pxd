@@ -4,7 +4,7 @@
 
 cimport cython
 from cpython.ref cimport PyObject
-from libc.stdint cimport int64_t, uint8_t, uint16_t, uint32_t, uint64_t
+from libc.stdint cimport int8_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 
 
 cdef enum:
@@ -26,6 +26,11 @@ cdef enum:
     # Job options (options.pxi)
     DEAD_NONE = 0
     DEAD_MAX_DELIVERIES = 1
+    DEFAULT_PRIORITY = 5           # ADDJOB ... PRIORITY n, 0 to 9, higher first
+    MAX_PRIORITY = 9
+    OPTIONS_V1 = 1                 # the options block's versions (options.pxi)
+    OPTIONS_V2 = 2                 # ... v1 and the priority
+    OPTIONS_LATEST = 2
     # Job table (table.pxi)
     TABLE_PARTITIONS = 4096
     TABLE_PARTITION_BITS = 12
@@ -92,6 +97,9 @@ cdef class Job:
     cdef public uint8_t state
     cdef public uint8_t flags
     cdef public uint8_t gc_retry
+    # Its priority - DEFAULT_PRIORITY (0 for a plain job, as allocated), the
+    # queue order's first key; set only with its options (set_options).
+    cdef int8_t prio_delta
 
 
 # -------------------------------------------------------------- options.pxi
@@ -102,6 +110,7 @@ cdef class JobOptions:
     cdef public uint32_t backoff_max_ms
     cdef public uint32_t max_deliveries    # 0: no limit
     cdef public uint8_t dead_reason        # DEAD_NONE until dead-lettered
+    cdef public uint8_t priority           # DEFAULT_PRIORITY unless ADDJOB gave one
     cdef public object deadletter          # bytes, or None: "<queue>:dead"
     cdef public object origin              # a dead job's queue before, or None
 
@@ -110,7 +119,8 @@ cdef class JobOptions:
     cdef int64_t backoff_ms(self, Job job, int64_t random_permille) noexcept
 
 cdef JobOptions new_job_options(uint32_t backoff_base_ms, uint32_t backoff_max_ms,
-                                uint32_t max_deliveries, object deadletter)
+                                uint32_t max_deliveries, object deadletter, uint8_t priority)
+cdef JobOptions priority_options(uint8_t priority)
 
 
 cdef Job make_job(const char* job_id, object queue, const char* body, Py_ssize_t body_len,
@@ -264,6 +274,7 @@ cdef class NodeCore:
     cdef object _holders_seen_in           # ... resolved against this node_ids ...
     cdef tuple _holders_known              # ... to these IDs
     cdef public object peers_without_options   # peers of a version that reads none
+    cdef public object peers_without_priority  # peers that read OPTIONS_V1 only
     cdef public dict job_waits             # WAITJOB: job ID -> its waiters (core/waits.py)
     cdef public dict queue_waits           # QWAIT: queue name -> its wait (core/waits.py)
 
@@ -292,6 +303,7 @@ cdef class NodeCore:
     cpdef int64_t _next_gc_time(self, int64_t attempts)
     cpdef JobOptions options_of(self, Job job)
     cpdef set_options(self, Job job, JobOptions options)
+    cdef int readable_by(self, object peer)
     cdef int _dead_letter(self, Job job, JobOptions options) except -1
     cdef int _delay_requeue(self, Job job, int64_t delay_ms) except -1
     cdef int _nack_one(self, const char* job_id, int64_t delay_ms) except -1

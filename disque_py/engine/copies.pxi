@@ -36,9 +36,9 @@ cdef int64_t copies_replicate(NodeCore node, Job job, int64_t count, bint norepl
             delivered = delivered + tuple(candidates)
             job.delivered = delivered
     cdef int64_t now_s = node.now_ms() // 1000
-    cdef JobOptions options = node.options_of(job)
-    payload = serialize(job, now_s, options)
-    plain = None                   # without its options, for older peers
+    cdef int readable
+    payload = serialize(job, now_s, OPTIONS_LATEST)
+    older = None                   # readable version -> bytes, for older peers
     extra = node.extras.get(job) if node.extras else None
     confirmed = extra.confirmed if extra is not None else None
     me, append = node.id, node.effects.append
@@ -46,10 +46,14 @@ cdef int64_t copies_replicate(NodeCore node, Job job, int64_t count, bint norepl
         if node_id == me:
             continue
         data = payload
-        if options is not None and node_id in node.peers_without_options:
-            if plain is None:
-                plain = serialize(job, now_s, None)
-            data = plain
+        if job.options_ != NULL:
+            readable = node.readable_by(node_id)
+            if readable != OPTIONS_LATEST:
+                if older is None:
+                    older = {}
+                data = older.get(readable)
+                if data is None:
+                    data = older[readable] = serialize(job, now_s, readable)
         if confirmed is not None and node_id in confirmed:
             # It has its copy: only new holders are worth telling it, unanswered.
             if added:

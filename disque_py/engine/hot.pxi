@@ -27,6 +27,7 @@ PING_ARITY = "wrong number of arguments for 'ping' command"
 # Options beyond Disque (options.pxi)
 BACKOFF_RANGE = "BACKOFF needs base-ms > 0 and max-ms >= base-ms, both below 2^32"
 MAXDELIVERIES_RANGE = "MAXDELIVERIES must be between 1 and 65535"
+PRIORITY_RANGE = "PRIORITY must be between 0 and 9"
 DEADLETTER_NEEDS_MAXDELIVERIES = "DEADLETTER needs MAXDELIVERIES"
 DEADLETTER_SAME_QUEUE = "DEADLETTER must name another queue than the job's"
 
@@ -200,9 +201,11 @@ cdef int _ping(HotCall call, ArgView* argv, Py_ssize_t argc) except -1:
 
 cdef int _addjob(HotCall call, ArgView* argv, Py_ssize_t argc) except -1:
     """ADDJOB queue job ms-timeout [REPLICATE n] [DELAY s] [RETRY s] [TTL s]
-    [MAXLEN n] [ASYNC] [BACKOFF base-ms max-ms] [MAXDELIVERIES n [DEADLETTER queue]]"""
+    [MAXLEN n] [ASYNC] [BACKOFF base-ms max-ms] [MAXDELIVERIES n [DEADLETTER queue]]
+    [PRIORITY n]"""
     cdef int64_t repl = -1, retry = -1, delay = 0, maxlen = 0, ttl = DEFAULT_TTL_S, timeout
     cdef int64_t copies, backoff_base = 0, backoff_max = 0, max_deliveries = 0
+    cdef int64_t priority = DEFAULT_PRIORITY
     cdef bint async_ = False
     cdef Py_ssize_t i = 4
     cdef NodeCore node = call.node
@@ -240,11 +243,15 @@ cdef int _addjob(HotCall call, ArgView* argv, Py_ssize_t argc) except -1:
                 raise CommandError(MAXDELIVERIES_RANGE)
         elif _is_option(option, b"deadletter", 10) and i < argc:
             deadletter = call.arg_bytes(argv[i])
+        elif _is_option(option, b"priority", 8) and i < argc:
+            if not _parse_int(argv[i], &priority) or not 0 <= priority <= MAX_PRIORITY:
+                raise CommandError(PRIORITY_RANGE)
         else:
             raise CommandError(SYNTAX_ERROR)
         i += 1
     timeout = _timeout(argv[3])
-    options = _job_options(call, argv[1], backoff_base, backoff_max, max_deliveries, deadletter)
+    options = _job_options(call, argv[1], backoff_base, backoff_max, max_deliveries, deadletter,
+                           priority)
     if not call.may_park and not async_:
         copies = repl if repl >= 0 else min(node.cluster_size, MAX_DEFAULT_REPLICATION)
         if node.leaving or node.used_memory > node.memory_warn_at or copies > 1:
@@ -274,7 +281,8 @@ cdef int _nack(HotCall call, ArgView* argv, Py_ssize_t argc) except -1:
 
 
 cdef JobOptions _job_options(HotCall call, ArgView queue, int64_t backoff_base,
-                             int64_t backoff_max, int64_t max_deliveries, object deadletter):
+                             int64_t backoff_max, int64_t max_deliveries, object deadletter,
+                             int64_t priority):
     """ADDJOB's options beyond Disque, checked (None when it has none)."""
     if deadletter is not None:
         if not max_deliveries:
@@ -283,8 +291,9 @@ cdef JobOptions _job_options(HotCall call, ArgView queue, int64_t backoff_base,
                 memcmp(PyBytes_AS_STRING(deadletter), queue.data, queue.size) == 0:
             raise CommandError(DEADLETTER_SAME_QUEUE)
     if not (backoff_base or max_deliveries):
-        return None
-    return new_job_options(backoff_base, backoff_max, max_deliveries, deadletter)
+        return None if priority == DEFAULT_PRIORITY else priority_options(<uint8_t>priority)
+    return new_job_options(backoff_base, backoff_max, max_deliveries, deadletter,
+                           <uint8_t>priority)
 
 
 cdef int _getjob(HotCall call, ArgView* argv, Py_ssize_t argc) except -1:

@@ -79,6 +79,10 @@ cdef class Job:
         return PyBytes_FromStringAndSize(self.id_, JOB_ID_LEN)
 
     @property
+    def priority(self):
+        return DEFAULT_PRIORITY + self.prio_delta
+
+    @property
     def options(self):
         """Its JobOptions, or None (NodeCore.set_options gives them)."""
         return <object>self.options_ if self.options_ != NULL else None

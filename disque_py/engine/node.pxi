@@ -83,6 +83,7 @@ cdef class NodeCore:
         self.replicating = {}
         self.waiting_queues = {}
         self.peers_without_options = frozenset()
+        self.peers_without_priority = frozenset()
         self.job_waits = {}
         self.queue_waits = {}
         self.cluster_size = 1
@@ -326,13 +327,21 @@ cdef class NodeCore:
     cpdef JobOptions options_of(self, Job job):
         return <JobOptions>job.options_ if job.options_ != NULL else None
 
+    cdef int readable_by(self, object peer):
+        """The newest options block `peer` reads (None: this node's AOF)."""
+        if peer is None:
+            return OPTIONS_LATEST
+        if peer in self.peers_without_options:
+            return 0
+        if peer in self.peers_without_priority:
+            return OPTIONS_V1
+        return OPTIONS_LATEST
+
     def job_bytes(self, Job job, now_s=None, bytes peer=None):
         """A job's bytes with its options: for the AOF (now_s None) or for a
-        message to `peer` (without them if it reads none)."""
-        options = self.options_of(job)
-        if options is not None and peer is not None and peer in self.peers_without_options:
-            options = None
-        return serialize(job, -1 if now_s is None else now_s, options)
+        message to `peer` (in the newest block version it reads)."""
+        return serialize(job, -1 if now_s is None else now_s,
+                         self.readable_by(peer) if job.options_ != NULL else 0)
 
     cpdef set_options(self, Job job, JobOptions options):
         """Give a job its options (None: take them away)."""
@@ -340,6 +349,7 @@ cdef class NodeCore:
         Py_XINCREF(given)
         Py_XDECREF(job.options_)
         job.options_ = given
+        job.prio_delta = <int8_t>options.priority - DEFAULT_PRIORITY if given != NULL else 0
 
     cdef int _dead_letter(self, Job job, JobOptions options) except -1:
         """Move a job that is not queued to its dead-letter queue."""
@@ -359,8 +369,9 @@ cdef class NodeCore:
         """A holder dead-lettered the job (QUEUED with MSG_DEAD): this copy
         belongs to the dead-letter queue too, and leaves the old queue."""
         options = self.options_of(job)
-        if options is None or options.dead_reason != DEAD_NONE or job.state == ACKED:
-            return
+        if options is None or options.max_deliveries == 0 or \
+                options.dead_reason != DEAD_NONE or job.state == ACKED:
+            return                 # (no limit: shared PRIORITY options, never dead)
         self.dequeue(job)
         self._dead_letter(job, options)
 

@@ -1,4 +1,5 @@
-# Job options beyond Disque: BACKOFF, MAXDELIVERIES and DEADLETTER.
+# Job options beyond Disque: BACKOFF, MAXDELIVERIES and DEADLETTER, and
+# PRIORITY.
 #
 # A plain job carries none and pays one pointer test where they matter: a
 # job with options points to its JobOptions (Job.options_, 8 bytes in every
@@ -9,19 +10,22 @@
 #     re-queue; when that reaches max_deliveries, the re-queue puts it in
 #     its dead-letter queue instead (once: a dead job re-queues there);
 #   * with BACKOFF, a NACK without DELAY and a RETRY timeout re-queue it
-#     after base * 2^(deliveries - 1) ms, capped at max, +-10% jitter.
+#     after base * 2^(deliveries - 1) ms, capped at max, +-10% jitter;
+#   * a queue serves higher priorities first (queue.pxi orders by the job's
+#     prio_delta, which set_options keeps equal to priority - 5).
 #
 # On the wire and in the AOF the options follow the holders (wire.pxi),
 # only for a job that has them, and only to peers that announced they read
-# them (core/peers.py): an older node gets the job without its options.
+# them, in the newest version they read (core/peers.py): a node that reads
+# v1 gets a job without its priority, an older one without any option.
 #
-#   u8 version (1), u32 backoff base ms, u32 backoff max ms,
+#   u8 version, u32 backoff base ms, u32 backoff max ms,
 #   u32 max deliveries, u8 dead reason,
 #   u32 length + dead-letter queue (NO_NAME: "<queue>:dead"),
-#   u32 length + the queue a dead job came from (NO_NAME: none)
+#   u32 length + the queue a dead job came from (NO_NAME: none),
+#   v2 only: u8 priority
 
 cdef enum:
-    OPTIONS_V1 = 1
     OPTIONS_FIXED = 14             # version to dead reason
     NO_NAME = 0xFFFFFFFF
     BACKOFF_JITTER_PERMILLE = 100  # +-10%
@@ -37,8 +41,10 @@ cdef class JobOptions:
     """What a job asked for beyond Disque, and whether it died."""
 
     def __init__(self, uint32_t backoff_base_ms=0, uint32_t backoff_max_ms=0,
-                 uint32_t max_deliveries=0, deadletter=None):
-        _fill_options(self, backoff_base_ms, backoff_max_ms, max_deliveries, deadletter)
+                 uint32_t max_deliveries=0, deadletter=None,
+                 uint8_t priority=DEFAULT_PRIORITY):
+        _fill_options(self, backoff_base_ms, backoff_max_ms, max_deliveries, deadletter,
+                      priority)
 
     cdef bint dead_letter_due(self, Job job) noexcept:
         """Whether the re-queue about to happen is one delivery too many."""
@@ -70,9 +76,9 @@ cdef class JobOptions:
 
     def fields(self):
         """(backoff base, backoff max, max deliveries, dead reason,
-        dead-letter queue, origin): what the wire block carries."""
+        dead-letter queue, origin, priority): what the wire block carries."""
         return (self.backoff_base_ms, self.backoff_max_ms, self.max_deliveries,
-                self.dead_reason, self.deadletter, self.origin)
+                self.dead_reason, self.deadletter, self.origin, self.priority)
 
     def __eq__(self, other):
         return type(other) is JobOptions and self.fields() == (<JobOptions>other).fields()
@@ -83,41 +89,68 @@ cdef class JobOptions:
 
 cdef inline int _fill_options(JobOptions options, uint32_t backoff_base_ms,
                               uint32_t backoff_max_ms, uint32_t max_deliveries,
-                              object deadletter) except -1:
+                              object deadletter, uint8_t priority) except -1:
     options.backoff_base_ms = backoff_base_ms
     options.backoff_max_ms = backoff_max_ms
     options.max_deliveries = max_deliveries
     options.deadletter = deadletter
     options.dead_reason = DEAD_NONE
+    options.priority = priority
     return 0
 
 
 cdef JobOptions new_job_options(uint32_t backoff_base_ms, uint32_t backoff_max_ms,
-                                uint32_t max_deliveries, object deadletter):
+                                uint32_t max_deliveries, object deadletter, uint8_t priority):
     """JobOptions(...) without the Python call (ADDJOB's path)."""
     cdef JobOptions options = JobOptions.__new__(JobOptions)
-    _fill_options(options, backoff_base_ms, backoff_max_ms, max_deliveries, deadletter)
+    _fill_options(options, backoff_base_ms, backoff_max_ms, max_deliveries, deadletter,
+                  priority)
     return options
+
+
+# A job with a PRIORITY and no other option shares one of these (nothing in
+# them changes for a job without MAXDELIVERIES): no object per job.
+cdef tuple _PRIORITY_ONLY = tuple([new_job_options(0, 0, 0, None, priority)
+                                   for priority in range(MAX_PRIORITY + 1)])
+
+
+cdef JobOptions priority_options(uint8_t priority):
+    return <JobOptions>_PRIORITY_ONLY[priority]
 
 
 def job_options(uint32_t backoff_base_ms, uint32_t backoff_max_ms, uint32_t max_deliveries,
-                int dead_reason, deadletter, origin):
+                int dead_reason, deadletter, origin, uint8_t priority=DEFAULT_PRIORITY):
     """JobOptions from fields(), as a JobRecord keeps them."""
     cdef JobOptions options = new_job_options(backoff_base_ms, backoff_max_ms, max_deliveries,
-                                              deadletter)
+                                              deadletter, priority)
     options.dead_reason = dead_reason
     options.origin = origin
     return options
+
+
+cdef int options_version(JobOptions options, int readable) noexcept:
+    """The block to send a peer that reads up to version `readable` (0:
+    none): the newest it reads, or none when all it could carry is unset
+    (a job with only a priority, for a v1 reader)."""
+    if options is None or readable == 0:
+        return 0
+    if readable >= OPTIONS_V2:
+        return OPTIONS_V2
+    if options.backoff_base_ms or options.max_deliveries or options.dead_reason or \
+            options.deadletter is not None or options.origin is not None:
+        return OPTIONS_V1
+    return 0
 
 
 cdef inline Py_ssize_t _name_size(object name) noexcept:
     return 4 + (PyBytes_GET_SIZE(name) if name is not None else 0)
 
 
-cdef Py_ssize_t options_size(JobOptions options) noexcept:
-    if options is None:
+cdef Py_ssize_t options_size(JobOptions options, int version) noexcept:
+    if version == 0:
         return 0
-    return OPTIONS_FIXED + _name_size(options.deadletter) + _name_size(options.origin)
+    return OPTIONS_FIXED + _name_size(options.deadletter) + _name_size(options.origin) + \
+        (1 if version >= OPTIONS_V2 else 0)
 
 
 cdef char* _pack_name(char* at, object name) noexcept:
@@ -128,14 +161,17 @@ cdef char* _pack_name(char* at, object name) noexcept:
     return at + PyBytes_GET_SIZE(name)
 
 
-cdef char* pack_options(char* at, JobOptions options) noexcept:
-    at = _put_be(at, OPTIONS_V1, 1)
+cdef char* pack_options(char* at, JobOptions options, int version) noexcept:
+    at = _put_be(at, version, 1)
     at = _put_be(at, options.backoff_base_ms, 4)
     at = _put_be(at, options.backoff_max_ms, 4)
     at = _put_be(at, options.max_deliveries, 4)
     at = _put_be(at, options.dead_reason, 1)
     at = _pack_name(at, options.deadletter)
-    return _pack_name(at, options.origin)
+    at = _pack_name(at, options.origin)
+    if version >= OPTIONS_V2:
+        at = _put_be(at, options.priority, 1)
+    return at
 
 
 cdef object _parse_name(const char* data, Py_ssize_t size, Py_ssize_t* pos):
@@ -154,11 +190,12 @@ cdef object _parse_name(const char* data, Py_ssize_t size, Py_ssize_t* pos):
 
 
 cdef JobOptions parse_options(const char* data, Py_ssize_t size):
-    """The options block (wire.pxi has found where it starts); ValueError
-    on anything malformed or from a later version."""
+    """The options block (wire.pxi has found where it starts), v1 or v2;
+    ValueError on anything malformed or from a later version."""
     cdef Py_ssize_t pos = OPTIONS_FIXED
     cdef JobOptions options = JobOptions.__new__(JobOptions)
-    if size < OPTIONS_FIXED or <unsigned char>data[0] != OPTIONS_V1:
+    cdef int version = <unsigned char>data[0] if size else 0
+    if size < OPTIONS_FIXED or not OPTIONS_V1 <= version <= OPTIONS_LATEST:
         raise ValueError("bad job options")
     options.backoff_base_ms = <uint32_t>_get_be(data + 1, 4)
     options.backoff_max_ms = <uint32_t>_get_be(data + 5, 4)
@@ -166,7 +203,13 @@ cdef JobOptions parse_options(const char* data, Py_ssize_t size):
     options.dead_reason = <uint8_t>data[13]
     options.deadletter = _parse_name(data, size, &pos)
     options.origin = _parse_name(data, size, &pos)
+    options.priority = DEFAULT_PRIORITY
+    if version >= OPTIONS_V2:
+        if pos >= size:
+            raise ValueError("truncated job options")
+        options.priority = <uint8_t>data[pos]
+        pos += 1
     if pos != size or options.dead_reason > DEAD_MAX_DELIVERIES or \
-            options.backoff_max_ms < options.backoff_base_ms:
+            options.backoff_max_ms < options.backoff_base_ms or options.priority > MAX_PRIORITY:
         raise ValueError("bad job options")
     return options

@@ -1,8 +1,9 @@
 # Queues: the jobs waiting in a named queue, in delivery order, and the
 # queue's own state (pause flags, waiting clients, statistics, federation).
 #
-# JobQueue keeps jobs ordered by (ctime, job ID), oldest first, in a list of
-# chunks: C arrays of at most CHUNK_CAPACITY job pointers, each sorted, the
+# JobQueue keeps jobs ordered by (priority, ctime, job ID), higher priority
+# first (options.pxi: PRIORITY; plain jobs all have the default), then
+# oldest first, in a list of chunks: C arrays of at most CHUNK_CAPACITY job pointers, each sorted, the
 # chunks in order. What each operation costs:
 #   * a fresh job (no older than the newest queued) is appended: O(1);
 #   * GETJOB takes the head: O(1) (a chunk's used part is [head, tail));
@@ -26,7 +27,10 @@ PAUSE_STATE_NAMES = {0: b"none", PAUSED_IN: b"in", PAUSED_OUT: b"out", PAUSED_AL
 
 
 cdef inline int _job_cmp(Job a, Job b) noexcept:
-    """Queue order: creation time, then ID (Disque's tie-break)."""
+    """Queue order: higher priority first, then creation time, then ID
+    (Disque's tie-break)."""
+    if a.prio_delta != b.prio_delta:
+        return -1 if a.prio_delta > b.prio_delta else 1
     if a.ctime != b.ctime:
         return -1 if a.ctime < b.ctime else 1
     return memcmp(a.id_, b.id_, JOB_ID_LEN)

@@ -107,11 +107,13 @@ cdef bytes pack_wire(const char* job_id, int state, int flags, int repl, uint64_
                      int64_t etime, uint32_t delay, uint32_t retry, uint32_t nacks,
                      uint32_t deliveries, const char* queue, Py_ssize_t queue_len,
                      const char* body, Py_ssize_t body_len, tuple delivered,
-                     JobOptions options):
-    """A serialized job (body NULL: none; options None: none)."""
+                     JobOptions options, int readable):
+    """A serialized job (body NULL: none), with its options' block in the
+    newest version up to `readable` (0: none; options_version decides)."""
     cdef Py_ssize_t node_count = PyTuple_GET_SIZE(delivered), i
+    cdef int version = options_version(options, readable)
     cdef Py_ssize_t size = WIRE_FIXED + queue_len + 4 + body_len + 2 + \
-        node_count * NODE_ID_LEN + options_size(options)
+        node_count * NODE_ID_LEN + options_size(options, version)
     cdef bytes out = PyBytes_FromStringAndSize(NULL, size)
     cdef char* at = PyBytes_AS_STRING(out)
     memcpy(at, job_id, JOB_ID_LEN)
@@ -139,14 +141,14 @@ cdef bytes pack_wire(const char* job_id, int state, int flags, int repl, uint64_
             raise ValueError("a node ID has 40 bytes")
         memcpy(at, PyBytes_AS_STRING(node), NODE_ID_LEN)
         at += NODE_ID_LEN
-    if options is not None:
-        pack_options(at, options)
+    if version:
+        pack_options(at, options, version)
     return out
 
 
-cdef bytes serialize(Job job, int64_t now_s, JobOptions options):
+cdef bytes serialize(Job job, int64_t now_s, int readable):
     """The job's bytes; now_s >= 0: for a message (relative expire time).
-    `options`: the job's (NodeCore.options_of), or None to leave them out."""
+    Its options in the newest block version up to `readable` (0: none)."""
     cdef int flags = job.flags
     cdef int64_t etime = job.etime
     cdef const char* queue = b""
@@ -161,13 +163,14 @@ cdef bytes serialize(Job job, int64_t now_s, JobOptions options):
             PyBytes_GET_SIZE(<object>job.queue_)
     return pack_wire(job.id_, job.state, flags, job.repl, job.ctime, etime, job.delay,
                      job.retry, job.nacks, job.deliveries, queue, queue_len, job.body_,
-                     job.body_len, <tuple>job.delivered_, options)
+                     job.body_len, <tuple>job.delivered_,
+                     <JobOptions>job.options_ if job.options_ != NULL else None, readable)
 
 
-def serialize_job(Job job, now_s=None, JobOptions options=None):
-    """The job's bytes; with `now_s`, for a message (relative expire time);
-    with `options` (the job's), their block too."""
-    return serialize(job, -1 if now_s is None else now_s, options)
+def serialize_job(Job job, now_s=None, int readable=OPTIONS_LATEST):
+    """The job's bytes, its options in the newest block version up to
+    `readable`; with `now_s`, for a message (relative expire time)."""
+    return serialize(job, -1 if now_s is None else now_s, readable)
 
 
 def pack_job(bytes job_id, int state, int flags, int repl, uint64_t ctime, int64_t etime,
@@ -181,7 +184,7 @@ def pack_job(bytes job_id, int state, int flags, int repl, uint64_t ctime, int64
                      etime, delay, retry, nacks, deliveries, PyBytes_AS_STRING(queue),
                      PyBytes_GET_SIZE(queue), NULL if body is None else PyBytes_AS_STRING(body),
                      0 if body is None else PyBytes_GET_SIZE(body), delivered,
-                     None if options is None else job_options(*options))
+                     None if options is None else job_options(*options), OPTIONS_LATEST)
 
 
 cdef tuple _node_tuple(const char* nodes, Py_ssize_t count):

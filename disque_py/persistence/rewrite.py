@@ -59,8 +59,7 @@ class Rewrite:
         while self._next_partition < partitions and len(records) < REWRITE_SLICE_JOBS:
             for job in jobs.partition(self._next_partition):
                 if job.state == ACTIVE or job.state == QUEUED:
-                    records.append(aof_format.load_job_record(
-                        serialize_job(job, None, job.options)))
+                    records.append(aof_format.load_job_record(serialize_job(job)))
             self._next_partition += 1
         if records:
             self._write(b"".join(records))

@@ -1,10 +1,13 @@
-"""Failed-job options across real nodes.
+"""Job options across real nodes: failed-job options and priorities.
 
 Three nodes; a REPLICATE 3 job with options has them on every holder. A
 MAXDELIVERIES 3 job delivered and NACKed on three different nodes (each
 GETJOB on a node without it queued pulls it there through federation) is
 dead-lettered by one node: queued in `<queue>:dead` there only, dead on
-every holder, and one ACKJOB removes every copy.
+every holder, and one ACKJOB removes every copy. A REPLICATE 3 job keeps
+its PRIORITY on every holder, and federation moves the highest priority
+first (a consumer on a node without jobs gets the urgent one a peer holds,
+not the older low-priority ones queued before it).
 """
 
 from __future__ import annotations
@@ -16,7 +19,8 @@ import pytest
 from tests.cluster.harness import MARGIN_S, call, poll, show
 
 DEADLINE_S = 10 + MARGIN_S
-OPTION_FIELDS = ["backoff", "max-deliveries", "deadletter", "dead-reason", "dead-from"]
+OPTION_FIELDS = ["backoff", "max-deliveries", "deadletter", "dead-reason", "dead-from",
+                 "priority"]
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +46,7 @@ def test_options_reach_every_holder(cluster, queue):
                   "BACKOFF", 100, 5000, "MAXDELIVERIES", 4, "DEADLETTER", "dlq")
     for proc in cluster:
         fields = show(proc, job_id)
-        assert list(fields)[-5:] == OPTION_FIELDS
+        assert list(fields)[-len(OPTION_FIELDS):] == OPTION_FIELDS
         assert fields["backoff"] == [100, 5000] and fields["max-deliveries"] == 4
         assert fields["deadletter"] == b"dlq"
 
@@ -74,3 +78,19 @@ def test_three_nacks_on_three_nodes_dead_letter_the_job_once(cluster, queue):
     assert call(cluster[1], "ACKJOB", job_id) == 1
     poll(lambda: all(show(proc, job_id) is None for proc in cluster), DEADLINE_S,
          "the ack removed every copy")
+
+
+def test_every_holder_keeps_the_priority(cluster, queue):
+    job_id = call(cluster[0], "ADDJOB", queue, "body", 5000, "REPLICATE", 3, "PRIORITY", 8)
+    assert [show(proc, job_id)["priority"] for proc in cluster] == [8, 8, 8]
+
+
+def test_federation_moves_the_highest_priority_first(cluster, queue):
+    holder, consumer = cluster[0], cluster[1]
+    for index in range(5):
+        call(holder, "ADDJOB", queue, f"low-{index}", 5000, "REPLICATE", 1, "PRIORITY", 1)
+    urgent = call(holder, "ADDJOB", queue, "urgent", 5000, "REPLICATE", 1, "PRIORITY", 9)
+    reply = call(consumer, "GETJOB", "TIMEOUT", int(DEADLINE_S * 1000), "FROM", queue)
+    assert reply is not None, "federation brought nothing"
+    [[_, job_id, body]] = reply
+    assert (job_id, body) == (urgent, b"urgent")

@@ -692,8 +692,9 @@ class Checker:
 
 def books_problem(node) -> str | None:
     """What is wrong with a node's own bookkeeping, if anything: every job
-    is scheduled; queued jobs, and only they, sit in their queue; jobs
-    waiting for copies, and only they, are in the replication loop."""
+    is scheduled; queued jobs, and only they, sit in their queue, in
+    GETJOB's order (higher priority first, then older first); jobs waiting
+    for copies, and only they, are in the replication loop."""
     for job in node.jobs.values():
         if job.awake_due is None:
             return f"{job} is in no awake bucket"
@@ -706,7 +707,12 @@ def books_problem(node) -> str | None:
         if node.jobs.get(job.id) is not job:
             return f"{job} is replicating but not in the jobs table"
     for q in node.queues.values():
+        previous = None
         for job in q.jobs:
             if node.jobs.get(job.id) is not job:
                 return f"{job} is in queue {q.name!r} but not in the jobs table"
+            if previous is not None and \
+                    (previous.priority, -previous.ctime) < (job.priority, -job.ctime):
+                return f"queue {q.name!r} serves {job} after {previous}"
+            previous = job
     return None

@@ -77,6 +77,7 @@ DEAD_SUFFIX = b":dead"            # the others': "<queue>:dead"
 OPTIONS_RATE = 0.35               # jobs with BACKOFF and/or MAXDELIVERIES
 MAX_DELIVERIES = (1, 2, 2, 3, 4)
 BACKOFF_MS = ((50, 200), (200, 1000), (500, 500), (1000, 4000))
+PRIORITIES = (0, 1, 5, 8, 9)         # drawn for half the jobs with options
 NACK_DELAYS_S = (None, None, 0, 1, 2)   # None: NACK without DELAY (BACKOFF decides)
 DEAD_READ_RATE = 0.2              # GETJOBs that also read a dead-letter queue
 QREQUEUE_RATE = 0.03              # per client action
@@ -348,7 +349,7 @@ class Workload:
                  f"{'waits for copies' if parked else 'answered'}", job.id)
 
     def failed_job_options(self) -> tuple:
-        """ADDJOB's failed-job options, drawn: (JobOptions or None, as text)."""
+        """ADDJOB's options beyond Disque, drawn: (JobOptions or None, as text)."""
         rng = self.rng
         if rng.random() >= OPTIONS_RATE:
             return None, ""
@@ -356,10 +357,12 @@ class Workload:
         deadletter = DLQ if max_deliveries and rng.random() < 0.4 else None
         base, top = rng.choice(BACKOFF_MS) if not max_deliveries or rng.random() < 0.4 \
             else (0, 0)
+        priority = rng.choice(PRIORITIES) if rng.random() < 0.5 else 5
         text = (f" BACKOFF {base} {top}" if base else "") \
             + (f" MAXDELIVERIES {max_deliveries}" if max_deliveries else "") \
-            + (f" DEADLETTER {deadletter.decode()}" if deadletter else "")
-        return JobOptions(base, top, max_deliveries, deadletter), text
+            + (f" DEADLETTER {deadletter.decode()}" if deadletter else "") \
+            + (f" PRIORITY {priority}" if priority != 5 else "")
+        return JobOptions(base, top, max_deliveries, deadletter, priority), text
 
     def get_job(self) -> None:
         net, rng = self.net, self.rng

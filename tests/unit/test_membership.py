@@ -26,7 +26,7 @@ from disque_py.cluster import messages as msg
 from disque_py.cluster import nodes_conf
 from disque_py.cluster.membership import (
     BLACKLIST_TTL_MS, BUS_PORT_OFFSET, FAIL, HANDSHAKE, LEAVING, MEET, MYSELF, NOADDR,
-    PFAIL, RECONNECT_MAX_MS, RECONNECT_MIN_MS, SPEAKS_EPOCH, SPEAKS_JOB_OPTIONS, Membership,
+    PFAIL, RECONNECT_MAX_MS, RECONNECT_MIN_MS, SPEAKS_EPOCH, SPEAKS_JOB_OPTIONS, SPEAKS_PRIORITY, Membership,
     random_node_id)
 from disque_py.core.clock import FakeClock
 from disque_py.core.effects import Connect, DropLink, ReplyOn, SaveConfig, Send
@@ -838,9 +838,10 @@ def test_every_header_says_the_node_speaks_epoch_and_job_options(net):
     assert a.membership.header(msg.PING).flags & SPEAKS_EPOCH
     assert a.membership.header(msg.REPLJOB).flags & SPEAKS_JOB_OPTIONS
     a.membership.set_leaving(True)
-    assert a.membership.header(msg.PING).flags == LEAVING | SPEAKS_EPOCH | SPEAKS_JOB_OPTIONS
+    assert a.membership.header(msg.PING).flags == \
+        LEAVING | SPEAKS_EPOCH | SPEAKS_JOB_OPTIONS | SPEAKS_PRIORITY
     # Never in the node's own flags: not gossiped, not in nodes.conf.
-    assert not a.membership.myself.flags & (SPEAKS_EPOCH | SPEAKS_JOB_OPTIONS)
+    assert not a.membership.myself.flags & (SPEAKS_EPOCH | SPEAKS_JOB_OPTIONS | SPEAKS_PRIORITY)
 
 
 def test_a_peer_is_known_to_read_job_options_once_its_header_says_so(net):
