@@ -98,8 +98,13 @@ class ConsumerMixin:
                 self.offer_to_interested(q)
 
     def queues_with_waiters(self):
+        """Queues some parked consumer waits on: named by a GETJOB FROM, or
+        matching a parked GETJOB PATTERN (each queue once)."""
         queues = self.queues
-        for name in list(self.waiting_queues):
+        names = dict.fromkeys(self.waiting_queues)
+        for pattern in {waiter.pattern for waiter in self.pattern_waiters or ()}:
+            names.update(dict.fromkeys(self.pattern_queues(pattern)))
+        for name in names:
             q = queues.get(name)
             if q is not None:
                 yield q

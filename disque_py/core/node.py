@@ -130,7 +130,7 @@ class Node(NodeCore, MemoryPolicyMixin, ConsumerMixin, PatternConsumerMixin, Ack
                 self.release(waiter, TIMED_OUT)
         if self.replicating:
             self.tick_replication(now)
-        if self.waiting_queues:
+        if self.waiting_queues or self.pattern_waiters is not None:
             self.tick_federation(now)
         if (self._heal_left or self._heal_pending or self._heal_watch_heap or self._heal_marks
                 or self._heal_short) and now >= self._heal_next:

@@ -14,6 +14,8 @@ Rules kept here:
 - A parked pattern consumer is woken by a job queued on any matching queue,
   a queue made after it parked included (while pattern consumers wait,
   every enqueue marks its queue ready; serve_ready then asks here).
+- Federation asks for the matching queues while pattern consumers wait
+  (consumer.queues_with_waiters covers them).
 - Bounded: at most PATTERN_CACHE_MAX patterns are remembered (the least
   recently used is forgotten: it only loses its place in the rotation).
 """

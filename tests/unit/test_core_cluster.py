@@ -802,3 +802,13 @@ def test_no_job_is_delivered_twice_without_retries_or_failures():
     assert moved >= len(added) // 2                      # most came from nodes 0 and 4
     assert net.run_until(lambda: serve() or not any(net.copies(j) for j in added), 60_000)
     check_structure(net)
+
+
+def test_a_parked_pattern_consumer_keeps_asking_for_its_queues_jobs():
+    net = SimNet(2, seed=31)
+    assert net.get_jobs(1, b"jobs:x") == []              # node 1 knows the queue now
+    net.run_for(INTEREST_TTL_MS + 1000)                  # node 0 forgot that it asked
+    net.call(1, "block_pattern", "c", b"jobs:*", 0, False)
+    job = net.add_job(0, b"jobs:x", repl=1)
+    assert net.run_until(lambda: "c" in net.unblocked, 5000)
+    assert [j.id for j in net.unblocked["c"][0]] == [job.id]
