@@ -363,6 +363,8 @@ cdef int _getjob_pattern(HotCall call, bytes pattern, int64_t count, bint nohang
     queues = [node.queues.get(name) for name in names]
     ready = False
     for found in queues:
+        if found is None:       # never (the cache follows queues_version), but no crash
+            continue
         q = <Queue>found
         if q.jobs.count and not q.flags & PAUSED_OUT:
             ready = True
