@@ -3,9 +3,9 @@
 GETJOB itself (NodeCore.get_jobs, engine/node.pxi) takes jobs from the
 named queues left to right, pass after pass, until COUNT jobs or a pass
 that finds nothing. A client that found nothing parks as a Waiter on every
-queue it named (or on its pattern: patterns.py); when a job is queued on one of them the queue is marked
-ready and serve_ready() hands each waiter exactly one job, oldest waiter
-first, as Disque does. A queue paused in output neither serves nor wakes
+queue it named (or on its pattern: patterns.py); when a job is queued on
+one of them the queue is marked ready and serve_ready() hands each waiter
+exactly one job, oldest waiter first, as Disque does. A queue paused in output neither serves nor wakes
 anyone until the pause is lifted.
 """
 

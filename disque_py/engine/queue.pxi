@@ -3,8 +3,8 @@
 #
 # JobQueue keeps jobs ordered by (priority, ctime, job ID), higher priority
 # first (options.pxi: PRIORITY; plain jobs all have the default), then
-# oldest first, in a list of chunks: C arrays of at most CHUNK_CAPACITY job pointers, each sorted, the
-# chunks in order. What each operation costs:
+# oldest first, in a list of chunks: C arrays of at most CHUNK_CAPACITY job
+# pointers, each sorted, the chunks in order. What each operation costs:
 #   * a fresh job (no older than the newest queued) is appended: O(1);
 #   * GETJOB takes the head: O(1) (a chunk's used part is [head, tail));
 #   * a job queued again (NACK, a retry) goes back in its place, near the
