@@ -30,6 +30,7 @@ from disque_py.config_kinds import (Appended, Bool, BufferLimit, Dir, Enum, Int,
                                     Words)
 from disque_py.config_parse import (ENCODING, ERRORS, BadValue, decode, encode,
                                     quote, split_args)
+from disque_py.engine import DEFAULT_DEDUP_MAX_KEYS
 from disque_py.errors import CommandError, ConfigError
 from disque_py.globmatch import glob_match
 
@@ -244,6 +245,9 @@ DIRECTIVES: dict[str, Directive] = {d.name: d for d in (
     Directive("rereplicate", _YES_NO, True,
               "Copy a job again when its holders fail or restart empty, back to its "
               "REPLICATE level", True),
+    Directive("dedup-max-keys", Int(1, error="dedup-max-keys must be 1 or greater"),
+              DEFAULT_DEDUP_MAX_KEYS, "Most ADDJOB ... DEDUP keys remembered at once (each "
+              "counted in used memory); a full table answers -OOM", True),
 )}
 
 _BY_ATTRIBUTE = {name.replace("-", "_"): name for name in DIRECTIVES}

@@ -32,7 +32,8 @@ Job options (BACKOFF, MAXDELIVERIES...): a node sets SPEAKS_JOB_OPTIONS in
 its headers when it reads a job's options block; each peer's header bits
 are kept (ClusterNode.capabilities) and the job core sends jobs with their
 options only to peers that set it, plain jobs to the others; likewise
-SPEAKS_PRIORITY for the block's version 2 (a v1 reader gets v1, no priority).
+SPEAKS_PRIORITY for the block's version 2 (a v1 reader gets v1, no priority)
+and SPEAKS_DEDUP for version 3 (the DEDUP key: a v2 reader gets v2 without it).
 
 Links: each node keeps one outgoing connection to every other node and
 sends its PINGs there; PONGs come back on it. Connections others opened to
@@ -59,7 +60,21 @@ PFAIL, FAIL, MYSELF, HANDSHAKE, NOADDR, MEET, LEAVING = 1, 2, 4, 8, 16, 32, 128
 SPEAKS_EPOCH = 256    # answer my PINGs with EPOCH
 SPEAKS_JOB_OPTIONS = 512   # my jobs may carry the options block (engine/options.pxi)
 SPEAKS_PRIORITY = 1024     # ... in its version 2, with the job's PRIORITY
-HEADER_CAPABILITIES = SPEAKS_EPOCH | SPEAKS_JOB_OPTIONS | SPEAKS_PRIORITY
+SPEAKS_DEDUP = 2048        # ... in its version 3, with the job's DEDUP key
+HEADER_CAPABILITIES = SPEAKS_EPOCH | SPEAKS_JOB_OPTIONS | SPEAKS_PRIORITY | SPEAKS_DEDUP
+# The options block's version each capability adds, newest first.
+_OPTIONS_VERSIONS = ((SPEAKS_DEDUP, 3), (SPEAKS_PRIORITY, 2), (SPEAKS_JOB_OPTIONS, 1))
+
+
+def options_version_read(capabilities: int) -> int:
+    """The newest job options block a peer with these header bits reads
+    (0: none). Each version includes the ones before it."""
+    for bit, version in _OPTIONS_VERSIONS:
+        if capabilities & bit:
+            return version
+    return 0
+
+
 FLAG_NAMES = ((MYSELF, "myself"), (PFAIL, "fail?"), (FAIL, "fail"), (HANDSHAKE, "handshake"),
               (NOADDR, "noaddr"), (LEAVING, "leaving"))
 FLAGS_BY_NAME = {name: flag for flag, name in FLAG_NAMES}

@@ -100,6 +100,9 @@ def _memory(srv) -> list[tuple[str, object]]:
         ("maxmemory_human", bytes_to_human(srv.node.maxmemory)),
         ("mem_fragmentation_ratio", "1.00"),
         ("mem_allocator", "pymalloc"),
+        ("dedup_keys", len(srv.node.dedup)),                  # beyond Disque
+        ("dedup_memory", srv.node.dedup.memory),
+        ("dedup_max_keys", srv.node.dedup.max_keys),
     ]
 
 
@@ -140,6 +143,9 @@ def _stats(srv) -> list[tuple[str, object]]:
         ("latest_fork_usec", 0),            # nothing here forks (rewrites run in-process)
         ("total_jobs_created", srv.node.stats_jobs_created),
         ("total_jobs_dead_lettered", srv.node.stats_dead_lettered),   # beyond Disque
+        ("total_dedup_hits", srv.node.dedup.hits),
+        ("total_dedup_refused", srv.node.dedup.refused),
+        ("total_dedup_dropped", srv.node.dedup.dropped),
     ]
 
 

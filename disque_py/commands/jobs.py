@@ -16,7 +16,8 @@ INVALID_STATE = "Invalid job state name"
 INVALID_REPLY_TYPE = "Invalid REPLY type, try ID or ALL"
 
 # ADDJOB queue job ms-timeout [REPLICATE n] [DELAY s] [RETRY s] [TTL s] [MAXLEN n] [ASYNC]
-#        [BACKOFF base-ms max-ms] [MAXDELIVERIES n [DEADLETTER queue]]
+#        [BACKOFF base-ms max-ms] [MAXDELIVERIES n [DEADLETTER queue]] [PRIORITY n]
+#        [DEDUP key [WINDOW seconds]]
 addjob = compiled("addjob")
 
 
@@ -75,6 +76,8 @@ def _options_info(options) -> list:
         b"dead-reason", options.dead_reason_name,
         b"dead-from", options.origin,
         b"priority", options.priority,
+        b"dedup-key", options.dedup_key,
+        b"dedup-until", options.dedup_until_ms or None,
     ]
 
 

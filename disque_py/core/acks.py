@@ -112,4 +112,6 @@ class AcksMixin:
     def on_deljob(self, sender: bytes, mflags: int, job_id: bytes, aux: int) -> None:
         job = self.jobs.get(job_id)
         if job is not None:
+            if mflags & msg.MSG_ABANDONED:
+                self.forget_dedup(job)
             self.unregister(job)

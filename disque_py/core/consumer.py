@@ -12,7 +12,8 @@ anyone until the pause is lifted.
 from __future__ import annotations
 
 from disque_py.cluster import messages as msg
-from disque_py.core.waiters import COMPLETION_WAITS, GETJOB, JOB_REPLICATION, Waiter
+from disque_py.core.waiters import (COMPLETION_WAITS, DUPLICATE_ADD, GETJOB, JOB_REPLICATION,
+                                    Waiter)
 from disque_py.engine import PAUSED_ALL, PAUSED_OUT
 from disque_py.errors import LEAVING_MESSAGE, LeavingError
 
@@ -47,6 +48,9 @@ class ConsumerMixin:
             return
         if waiter.pattern is not None:
             self.forget_pattern_waiter(waiter)
+            return
+        if waiter.kind == DUPLICATE_ADD:
+            self.forget_follower(waiter)
             return
         queues = self.queues
         for name in waiter.queues:

@@ -83,3 +83,21 @@ class AofDelJob(NamedTuple):
     """The job is gone (written as a DELJOB record)."""
 
     job_id: bytes
+
+
+class AofDedup(NamedTuple):
+    """Remember a DEDUP key whose job has no LOADJOB record here (a DEDUP
+    record)."""
+
+    queue: bytes
+    key: bytes
+    job_id: bytes
+    until_ms: int
+
+
+class AofUndedup(NamedTuple):
+    """Forget a DEDUP key: its ADDJOB failed (an UNDEDUP record)."""
+
+    queue: bytes
+    key: bytes
+    job_id: bytes

@@ -57,13 +57,14 @@ class JobExtra:
     """Per-job state that only jobs being replicated or collected need,
     kept by the node beside the job (Node.more), not in it."""
 
-    __slots__ = ("confirmed", "waiter", "repl_added_at")
+    __slots__ = ("confirmed", "waiter", "repl_added_at", "followers")
 
     def __init__(self) -> None:
         # Nodes that confirmed: their copy (wait-repl) or the ack (acked).
         self.confirmed: set[bytes] | None = None
         self.waiter = None           # the producer parked until copies are made
         self.repl_added_at = 0       # when the last node was asked for a copy
+        self.followers: list | None = None   # duplicate ADDJOBs (DEDUP) awaiting the same
 
 
 def ttl_minutes_from_id(job_id: bytes) -> int:

@@ -34,7 +34,7 @@ from disque_py.core.patterns import PatternConsumerMixin
 from disque_py.core.replication import REPLICATION_RETRY_MS, ReplicationMixin
 from disque_py.core.requeue import RequeueMixin
 from disque_py.core.scantable import ScanTable
-from disque_py.core.waiters import JOB_REPLICATION, TIMED_OUT, Deadlines
+from disque_py.core.waiters import DUPLICATE_ADD, JOB_REPLICATION, TIMED_OUT, Deadlines
 from disque_py.core.waits import WaitsMixin
 from disque_py.engine import PAUSED_IN, REMOVED_BEFORE_COPIES, JobTable, NodeCore, job_options
 from disque_py.errors import NoReplError
@@ -112,7 +112,8 @@ class Node(NodeCore, MemoryPolicyMixin, ConsumerMixin, PatternConsumerMixin, Ack
         now = self.clock.now_ms()
         if self._graveyard:
             return now
-        candidates = [self.schedule.next_due(), self.deadlines.next_due()]
+        candidates = [self.schedule.next_due(), self.deadlines.next_due(),
+                      self.dedup.next_due()]
         if self.replicating:
             candidates.append(now + REPLICATION_RETRY_MS)
         if self._heal_left or self._heal_pending or self._heal_watch_heap:
@@ -124,12 +125,15 @@ class Node(NodeCore, MemoryPolicyMixin, ConsumerMixin, PatternConsumerMixin, Ack
         """Run due timers (up to `limit` jobs). True if more are already due."""
         now = self.clock.now_ms()
         for waiter in self.deadlines.pop_expired(now):
-            if waiter.kind == JOB_REPLICATION:
+            if waiter.kind in (JOB_REPLICATION, DUPLICATE_ADD):
                 self.replication_timed_out(waiter)
             else:
                 self.release(waiter, TIMED_OUT)
         if self.replicating:
             self.tick_replication(now)
+        dedup_due = self.dedup.next_due()
+        if dedup_due is not None and dedup_due <= now:
+            self.used_memory -= self.dedup.expire(now, limit)
         if self.waiting_queues or self.pattern_waiters is not None:
             self.tick_federation(now)
         if (self._heal_left or self._heal_pending or self._heal_watch_heap or self._heal_marks
@@ -222,6 +226,7 @@ class Node(NodeCore, MemoryPolicyMixin, ConsumerMixin, PatternConsumerMixin, Ack
         self.queues_version += 1
         self.forget_patterns()
         self.ready.clear()
+        self.dedup.clear()
         self.used_memory = 0
         self.heal_reset()
         self._graveyard.append(old_jobs)

@@ -12,7 +12,9 @@ times the recent copy round trip, because a loaded cluster answers late
 for everyone and asking more nodes then only doubles its load (pipelined
 ADDJOBs can park thousands of jobs at once). If the producer's timeout passes first, or
 it goes away, or the job expires, the job is deleted here and DELJOB is
-sent to every node that may have got a copy (best effort).
+sent to every node that may have got a copy (best effort), flagged
+MSG_ABANDONED so that they forget its DEDUP key with it. An ADDJOB with the
+same DEDUP key meanwhile follows the first: it gets the same answer.
 """
 
 from __future__ import annotations
@@ -23,13 +25,14 @@ from disque_py.core.job import (ACTIVE, FLAG_BCAST_QUEUED, FLAG_BCAST_WILLQUEUE,
                                 TIME_ERROR_MS, WAIT_REPL, Job, deserialize_jobs, new_job,
                                 serialize_job)
 from disque_py.core.peers import new_tuple
-from disque_py.core.waiters import JOB_REPLICATION, Waiter
+from disque_py.core.waiters import DUPLICATE_ADD, JOB_REPLICATION, Waiter
 from disque_py.engine import PAUSED_IN
 from disque_py.errors import NoReplError
 
 REPLICATION_RETRY_MS = 50
 RTT_RETRY_FACTOR = 4          # retry once a job waited this many recent round trips
 TIMEOUT_BEFORE_COPIES = "Timeout reached before replicating to the requested number of nodes"
+FIRST_ADD_GONE = "The first ADDJOB with this DEDUP key was cancelled before its copies were made"
 
 
 class ReplicationMixin:
@@ -76,6 +79,7 @@ class ReplicationMixin:
         waiter, extra.waiter = extra.waiter, None
         if waiter is not None:
             self.release(waiter, job.id)
+        self._release_followers(extra, job.id)
         if self.id not in job.delivered:
             holders = sorted(extra.confirmed or ())
             if holders:
@@ -97,16 +101,45 @@ class ReplicationMixin:
         extra = self.more(job)
         waiter, extra.waiter = extra.waiter, None
         job.state = ACTIVE
-        self.send_to(job.delivered, msg.DELJOB, (job.id, 0))
+        self.send_to(job.delivered, msg.DELJOB, (job.id, 0), msg.MSG_ABANDONED)
+        self.forget_dedup(job)
         self.unregister(job)
         if waiter is not None:
             if outcome is None:
                 self.forget_waiter(waiter)
             else:
                 self.release(waiter, outcome)
+        self._release_followers(extra, NoReplError(FIRST_ADD_GONE) if outcome is None
+                                else outcome)
 
     def replication_timed_out(self, waiter: Waiter) -> None:
-        self.abandon_replication(waiter.job, NoReplError(TIMEOUT_BEFORE_COPIES))
+        if waiter.kind == DUPLICATE_ADD:       # the first ADDJOB still waits
+            self.release(waiter, NoReplError(TIMEOUT_BEFORE_COPIES))
+        else:
+            self.abandon_replication(waiter.job, NoReplError(TIMEOUT_BEFORE_COPIES))
+
+    def follow_replication(self, job: Job, client, deadline_ms: int) -> Waiter:
+        """Park a duplicate ADDJOB (its DEDUP key names `job`, which still
+        waits for its copies) until the first one's answer or its own
+        deadline (then NOREPL, as its own ADDJOB would get)."""
+        waiter = Waiter(client, DUPLICATE_ADD, deadline_ms)
+        waiter.job = job
+        extra = self.more(job)
+        if extra.followers is None:
+            extra.followers = []
+        extra.followers.append(waiter)
+        self.start_waiting(waiter)
+        return waiter
+
+    def forget_follower(self, waiter: Waiter) -> None:
+        extra = self.extras.get(waiter.job)
+        if extra is not None and extra.followers and waiter in extra.followers:
+            extra.followers.remove(waiter)
+
+    def _release_followers(self, extra, outcome) -> None:
+        followers, extra.followers = extra.followers, None
+        for waiter in followers or ():
+            self.release(waiter, outcome)
 
     # ------------------------------------------------------------ holders
     # REPLJOB (on_repljob), GOTJOB (on_gotjob) and sending REPLJOB

@@ -1,7 +1,8 @@
 """Clients parked inside the core, and the deadlines that release them.
 
 A Waiter is a client that asked for something the node cannot give yet:
-GETJOB on empty queues, (with the cluster) ADDJOB waiting for its copies,
+GETJOB on empty queues, (with the cluster) ADDJOB waiting for its copies
+(or a duplicate ADDJOB, same DEDUP key, waiting for the first one's outcome),
 or WAITJOB and QWAIT waiting for jobs to finish (core/waits.py).
 The core owns waiters because their presence is domain state: a queue with
 waiters is never evicted, QSTAT counts them, federation asks peers for jobs
@@ -24,6 +25,7 @@ GETJOB = 0
 JOB_REPLICATION = 1
 WAITJOB = 2
 QWAIT = 3
+DUPLICATE_ADD = 4                         # core/replication.py's followers
 COMPLETION_WAITS = (WAITJOB, QWAIT)       # kept by core/waits.py
 
 TIMED_OUT = "timed-out"

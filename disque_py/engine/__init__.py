@@ -28,8 +28,9 @@ _check_build_matches_sources()
 
 from disque_py.engine._core import (CONSTANTS, HOT_COMMANDS, PAUSE_STATE_NAMES,  # noqa: E402
                                     REMOVED_BEFORE_COPIES, STATE_NAMES, AwakeSchedule,
-                                    DEAD_REASON_NAMES, CommandCore, ConnectionBase, IdGenerator,
-                                    Job, JobOptions, JobQueue,
+                                    DEAD_REASON_NAMES, DEFAULT_DEDUP_MAX_KEYS, CommandCore,
+                                    ConnectionBase, DedupTable, IdGenerator, Job, JobOptions,
+                                    JobQueue,
                                     JobTable, NodeCore, Queue, RequestParser, ServerCore,
                                     SessionCore, StatsCore, is_at_most_once_id, is_valid_id,
                                     job_options, new_job, pack_job, parse_int, parse_strict_int,

@@ -30,7 +30,8 @@ cdef enum:
     MAX_PRIORITY = 9
     OPTIONS_V1 = 1                 # the options block's versions (options.pxi)
     OPTIONS_V2 = 2                 # ... v1 and the priority
-    OPTIONS_LATEST = 2
+    OPTIONS_V3 = 3                 # ... v2 and the DEDUP key with its window
+    OPTIONS_LATEST = 3
     # Job table (table.pxi)
     TABLE_PARTITIONS = 4096
     TABLE_PARTITION_BITS = 12
@@ -62,6 +63,7 @@ cdef enum:
     # Memory estimates (the maxmemory policy and INFO read them)
     JOB_MEMORY_OVERHEAD = 420      # bytes per job beyond its body
     QUEUE_MEMORY_OVERHEAD = 500    # bytes per queue
+    DEDUP_MEMORY_OVERHEAD = 360    # bytes per DEDUP key beyond the key itself
 
 
 # ------------------------------------------------------------------ job.pxi
@@ -113,6 +115,8 @@ cdef class JobOptions:
     cdef public uint8_t priority           # DEFAULT_PRIORITY unless ADDJOB gave one
     cdef public object deadletter          # bytes, or None: "<queue>:dead"
     cdef public object origin              # a dead job's queue before, or None
+    cdef public object dedup_key           # ADDJOB ... DEDUP key: bytes, or None
+    cdef public int64_t dedup_until_ms     # ... its window's end (unix ms)
 
     cdef bint dead_letter_due(self, Job job) noexcept
     cdef bytes dead_queue(self, Job job)
@@ -121,6 +125,29 @@ cdef class JobOptions:
 cdef JobOptions new_job_options(uint32_t backoff_base_ms, uint32_t backoff_max_ms,
                                 uint32_t max_deliveries, object deadletter, uint8_t priority)
 cdef JobOptions priority_options(uint8_t priority)
+
+
+# ---------------------------------------------------------------- dedup.pxi
+
+@cython.final
+cdef class DedupEntry:
+    cdef readonly bytes job_id
+    cdef readonly int64_t until_ms
+
+
+@cython.final
+cdef class DedupTable:
+    cdef dict _entries             # (queue, key) -> DedupEntry
+    cdef list _expiry              # heapq of (until ms, (queue, key))
+    cdef public Py_ssize_t max_keys
+    cdef readonly int64_t memory
+    cdef public int64_t hits           # ADDJOBs answered with an earlier job's ID
+    cdef public int64_t refused        # ... refused: the table was full
+    cdef public int64_t dropped        # keys of copies not kept: the table was full
+
+    cdef bytes find(self, tuple qkey, int64_t now_ms)
+    cdef int64_t add(self, tuple qkey, bytes job_id, int64_t until_ms) except -1
+    cdef int64_t discard(self, tuple qkey, bytes job_id) except -1
 
 
 cdef Job make_job(const char* job_id, object queue, const char* body, Py_ssize_t body_len,
@@ -273,8 +300,8 @@ cdef class NodeCore:
     cdef bytes _holders_seen               # copies.pxi's last holder list, as wire bytes ...
     cdef object _holders_seen_in           # ... resolved against this node_ids ...
     cdef tuple _holders_known              # ... to these IDs
-    cdef public object peers_without_options   # peers of a version that reads none
-    cdef public object peers_without_priority  # peers that read OPTIONS_V1 only
+    cdef public dict options_readers       # peer -> the older options block it reads
+    cdef public DedupTable dedup           # ADDJOB ... DEDUP keys (dedup.pxi)
     cdef public dict job_waits             # WAITJOB: job ID -> its waiters (core/waits.py)
     cdef public dict queue_waits           # QWAIT: queue name -> its wait (core/waits.py)
 

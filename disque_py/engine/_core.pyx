@@ -10,7 +10,8 @@
 #   schedule.pxi  the awake schedule: every job's next timer
 #   queue.pxi     queues: jobs in delivery order, and each queue's state
 #   node.pxi      NodeCore: the node's jobs and the job lifecycle
-#   options.pxi   job options beyond Disque (BACKOFF, MAXDELIVERIES)
+#   options.pxi   job options beyond Disque (BACKOFF, MAXDELIVERIES, PRIORITY)
+#   dedup.pxi     ADDJOB ... DEDUP: the table of keys
 #   wire.pxi      a job's bytes on the bus and in the AOF
 #   copies.pxi    copies between nodes: REPLJOB, GOTJOB, adopting a copy
 #   resp.pxi      the request parser and the reply buffer
@@ -32,6 +33,7 @@ include "schedule.pxi"
 include "queue.pxi"
 include "node.pxi"
 include "options.pxi"
+include "dedup.pxi"
 include "wire.pxi"
 include "copies.pxi"
 include "resp.pxi"
@@ -53,6 +55,7 @@ CONSTANTS = {
     "GC_RETRY_MAX_PERIOD_MS": GC_RETRY_MAX_PERIOD_MS,
     "GC_RETRY_COUNT_MAX": GC_RETRY_COUNT_MAX, "GC_JITTER_MS": GC_JITTER_MS,
     "JOB_MEMORY_OVERHEAD": JOB_MEMORY_OVERHEAD, "QUEUE_MEMORY_OVERHEAD": QUEUE_MEMORY_OVERHEAD,
+    "DEDUP_MEMORY_OVERHEAD": DEDUP_MEMORY_OVERHEAD,
     "INLINE_MAX_SIZE": INLINE_MAX_SIZE, "MULTIBULK_MAX_COUNT": MULTIBULK_MAX_COUNT,
     "BULK_MAX_LENGTH": BULK_MAX_LENGTH,
     "GONE_ACKED": GONE_ACKED, "GONE_DELETED": GONE_DELETED, "GONE_EXPIRED": GONE_EXPIRED,

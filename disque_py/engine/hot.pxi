@@ -30,11 +30,16 @@ MAXDELIVERIES_RANGE = "MAXDELIVERIES must be between 1 and 65535"
 PRIORITY_RANGE = "PRIORITY must be between 0 and 9"
 DEADLETTER_NEEDS_MAXDELIVERIES = "DEADLETTER needs MAXDELIVERIES"
 DEADLETTER_SAME_QUEUE = "DEADLETTER must name another queue than the job's"
+DEDUP_KEY_SIZE = "DEDUP key must be 1 to 1024 bytes"
+WINDOW_POSITIVE = "WINDOW must be a number > 0"
+WINDOW_NEEDS_DEDUP = "WINDOW needs DEDUP"
 
 cdef enum:
     MAX_REPLICATION = 65535
     MAX_DELIVERIES = 65535         # the delivery counters travel as u16
     MAX_BACKOFF_MS = 0xFFFFFFFF
+    MAX_DEDUP_KEY = 1024
+    MAX_WINDOW_S = 0xFFFFFFFF
 
 # The hot commands, by the number the command table gives them.
 HOT_COMMANDS = {"ping": HOT_PING, "addjob": HOT_ADDJOB, "getjob": HOT_GETJOB,
@@ -202,15 +207,15 @@ cdef int _ping(HotCall call, ArgView* argv, Py_ssize_t argc) except -1:
 cdef int _addjob(HotCall call, ArgView* argv, Py_ssize_t argc) except -1:
     """ADDJOB queue job ms-timeout [REPLICATE n] [DELAY s] [RETRY s] [TTL s]
     [MAXLEN n] [ASYNC] [BACKOFF base-ms max-ms] [MAXDELIVERIES n [DEADLETTER queue]]
-    [PRIORITY n]"""
+    [PRIORITY n] [DEDUP key [WINDOW seconds]]"""
     cdef int64_t repl = -1, retry = -1, delay = 0, maxlen = 0, ttl = DEFAULT_TTL_S, timeout
     cdef int64_t copies, backoff_base = 0, backoff_max = 0, max_deliveries = 0
-    cdef int64_t priority = DEFAULT_PRIORITY
+    cdef int64_t priority = DEFAULT_PRIORITY, window = 0
     cdef bint async_ = False
     cdef Py_ssize_t i = 4
     cdef NodeCore node = call.node
     cdef Job job
-    deadletter = None
+    deadletter = dedup_key = None
     while i < argc:
         option = argv[i]
         i += 1
@@ -246,12 +251,27 @@ cdef int _addjob(HotCall call, ArgView* argv, Py_ssize_t argc) except -1:
         elif _is_option(option, b"priority", 8) and i < argc:
             if not _parse_int(argv[i], &priority) or not 0 <= priority <= MAX_PRIORITY:
                 raise CommandError(PRIORITY_RANGE)
+        elif _is_option(option, b"dedup", 5) and i < argc:
+            if not 0 < argv[i].size <= MAX_DEDUP_KEY:
+                raise CommandError(DEDUP_KEY_SIZE)
+            dedup_key = call.arg_bytes(argv[i])
+        elif _is_option(option, b"window", 6) and i < argc:
+            if not _parse_int(argv[i], &window) or not 0 < window <= MAX_WINDOW_S:
+                raise CommandError(WINDOW_POSITIVE)
         else:
             raise CommandError(SYNTAX_ERROR)
         i += 1
     timeout = _timeout(argv[3])
     options = _job_options(call, argv[1], backoff_base, backoff_max, max_deliveries, deadletter,
-                           priority)
+                           priority, dedup_key is not None)
+    if dedup_key is not None:
+        first = dedup_duplicate(node, call.queue_name(argv[1]), dedup_key, call.session, timeout)
+        if first is not None:
+            return _answer_duplicate(call, first)
+        options.dedup_key = dedup_key
+        options.dedup_until_ms = node.now_ms() + (window or ttl) * 1000
+    elif window:
+        raise CommandError(WINDOW_NEEDS_DEDUP)
     if not call.may_park and not async_:
         copies = repl if repl >= 0 else min(node.cluster_size, MAX_DEFAULT_REPLICATION)
         if node.leaving or node.used_memory > node.memory_warn_at or copies > 1:
@@ -265,6 +285,18 @@ cdef int _addjob(HotCall call, ArgView* argv, Py_ssize_t argc) except -1:
         return HOT_PARKED
     call.out.write(b"+", 1)
     call.out.write(job.id_, JOB_ID_LEN)
+    return call.out.write(b"\r\n", 2)
+
+
+cdef int _answer_duplicate(HotCall call, object first) except -1:
+    """An ADDJOB whose DEDUP key names an earlier job: its ID, as the first
+    ADDJOB was answered, or the wait for that answer (dedup.pxi)."""
+    if type(first) is not bytes:
+        call.waiter = first
+        call.overlaps = True
+        return HOT_PARKED
+    call.out.write(b"+", 1)
+    call.out.write(PyBytes_AS_STRING(first), JOB_ID_LEN)
     return call.out.write(b"\r\n", 2)
 
 
@@ -282,15 +314,16 @@ cdef int _nack(HotCall call, ArgView* argv, Py_ssize_t argc) except -1:
 
 cdef JobOptions _job_options(HotCall call, ArgView queue, int64_t backoff_base,
                              int64_t backoff_max, int64_t max_deliveries, object deadletter,
-                             int64_t priority):
-    """ADDJOB's options beyond Disque, checked (None when it has none)."""
+                             int64_t priority, bint own):
+    """ADDJOB's options beyond Disque, checked (None when it has none;
+    `own`: a JobOptions of the job's own, never a shared one)."""
     if deadletter is not None:
         if not max_deliveries:
             raise CommandError(DEADLETTER_NEEDS_MAXDELIVERIES)
         if PyBytes_GET_SIZE(deadletter) == queue.size and \
                 memcmp(PyBytes_AS_STRING(deadletter), queue.data, queue.size) == 0:
             raise CommandError(DEADLETTER_SAME_QUEUE)
-    if not (backoff_base or max_deliveries):
+    if not (backoff_base or max_deliveries or own):
         return None if priority == DEFAULT_PRIORITY else priority_options(<uint8_t>priority)
     return new_job_options(backoff_base, backoff_max, max_deliveries, deadletter,
                            <uint8_t>priority)

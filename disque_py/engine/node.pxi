@@ -82,8 +82,8 @@ cdef class NodeCore:
         self.ready = {}
         self.replicating = {}
         self.waiting_queues = {}
-        self.peers_without_options = frozenset()
-        self.peers_without_priority = frozenset()
+        self.options_readers = {}
+        self.dedup = DedupTable()
         self.job_waits = {}
         self.queue_waits = {}
         self.cluster_size = 1
@@ -331,11 +331,21 @@ cdef class NodeCore:
         """The newest options block `peer` reads (None: this node's AOF)."""
         if peer is None:
             return OPTIONS_LATEST
-        if peer in self.peers_without_options:
-            return 0
-        if peer in self.peers_without_priority:
-            return OPTIONS_V1
-        return OPTIONS_LATEST
+        version = self.options_readers.get(peer)
+        return OPTIONS_LATEST if version is None else <int>version
+
+    def forget_dedup(self, Job job):
+        """The ADDJOB that made `job` failed: its DEDUP key is free again."""
+        dedup_forget(self, job)
+
+    def restore_dedup(self, bytes queue, bytes key, bytes job_id, int64_t until_ms,
+                      bint forget=False):
+        """A DEDUP (or, with `forget`, UNDEDUP) record read from the AOF."""
+        qkey = (queue, key)
+        if forget:
+            self.used_memory -= self.dedup.discard(qkey, job_id)
+        elif until_ms > self.now_ms():
+            self.used_memory += self.dedup.add(qkey, job_id, until_ms)
 
     def job_bytes(self, Job job, now_s=None, bytes peer=None):
         """A job's bytes with its options: for the AOF (now_s None) or for a
@@ -484,7 +494,16 @@ cdef class NodeCore:
         """Create a job (repl and retry None: the defaults). It comes back
         queued (or active, when delayed), or in wait-repl state with
         self.more(job).waiter parked for `client` when the producer must
-        wait for its copies (timeout 0: no deadline)."""
+        wait for its copies (timeout 0: no deadline). With a DEDUP key in
+        `options` (its window ending at dedup_until_ms, or with the TTL when
+        0) that names an earlier job, no job is made: the answer is that
+        job's ID, or a Waiter for its outcome (dedup.pxi)."""
+        if options is not None and options.dedup_key is not None:
+            first = dedup_duplicate(self, queue, options.dedup_key, client, timeout_ms)
+            if first is not None:
+                return first
+            if not options.dedup_until_ms:
+                options.dedup_until_ms = self.now_ms() + ttl * 1000
         return self.create_job(queue, None, PyBytes_AS_STRING(body), PyBytes_GET_SIZE(body),
                                -1 if repl is None else repl, delay,
                                -1 if retry is None else retry, ttl, maxlen, async_,
@@ -558,6 +577,8 @@ cdef class NodeCore:
             self.used_memory += JOB_MEMORY_OVERHEAD + body_len
             if self.queue_waits:
                 self.on_job_live(job)
+        if options is not None:
+            dedup_remember(self, job, external)   # external: no LOADJOB here carries it
         self.stats_jobs_created += 1
         if wait:
             self.wait_for_copies(job, client, now + timeout_ms if timeout_ms else 0,

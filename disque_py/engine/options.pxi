@@ -1,5 +1,5 @@
-# Job options beyond Disque: BACKOFF, MAXDELIVERIES and DEADLETTER, and
-# PRIORITY.
+# Job options beyond Disque: BACKOFF, MAXDELIVERIES and DEADLETTER,
+# PRIORITY, and the DEDUP key (its table is dedup.pxi's).
 #
 # A plain job carries none and pays one pointer test where they matter: a
 # job with options points to its JobOptions (Job.options_, 8 bytes in every
@@ -23,7 +23,9 @@
 #   u32 max deliveries, u8 dead reason,
 #   u32 length + dead-letter queue (NO_NAME: "<queue>:dead"),
 #   u32 length + the queue a dead job came from (NO_NAME: none),
-#   v2 only: u8 priority
+#   v2 on: u8 priority
+#   v3 on: u32 length + the DEDUP key (NO_NAME: none), u64 its window's end
+#          (unix ms)
 
 cdef enum:
     OPTIONS_FIXED = 14             # version to dead reason
@@ -42,9 +44,12 @@ cdef class JobOptions:
 
     def __init__(self, uint32_t backoff_base_ms=0, uint32_t backoff_max_ms=0,
                  uint32_t max_deliveries=0, deadletter=None,
-                 uint8_t priority=DEFAULT_PRIORITY):
+                 uint8_t priority=DEFAULT_PRIORITY, bytes dedup_key=None,
+                 int64_t dedup_until_ms=0):
         _fill_options(self, backoff_base_ms, backoff_max_ms, max_deliveries, deadletter,
                       priority)
+        self.dedup_key = dedup_key
+        self.dedup_until_ms = dedup_until_ms
 
     cdef bint dead_letter_due(self, Job job) noexcept:
         """Whether the re-queue about to happen is one delivery too many."""
@@ -76,9 +81,11 @@ cdef class JobOptions:
 
     def fields(self):
         """(backoff base, backoff max, max deliveries, dead reason,
-        dead-letter queue, origin, priority): what the wire block carries."""
+        dead-letter queue, origin, priority, dedup key, dedup window end):
+        what the wire block carries."""
         return (self.backoff_base_ms, self.backoff_max_ms, self.max_deliveries,
-                self.dead_reason, self.deadletter, self.origin, self.priority)
+                self.dead_reason, self.deadletter, self.origin, self.priority,
+                self.dedup_key, self.dedup_until_ms)
 
     def __eq__(self, other):
         return type(other) is JobOptions and self.fields() == (<JobOptions>other).fields()
@@ -96,6 +103,8 @@ cdef inline int _fill_options(JobOptions options, uint32_t backoff_base_ms,
     options.deadletter = deadletter
     options.dead_reason = DEAD_NONE
     options.priority = priority
+    options.dedup_key = None
+    options.dedup_until_ms = 0
     return 0
 
 
@@ -119,27 +128,33 @@ cdef JobOptions priority_options(uint8_t priority):
 
 
 def job_options(uint32_t backoff_base_ms, uint32_t backoff_max_ms, uint32_t max_deliveries,
-                int dead_reason, deadletter, origin, uint8_t priority=DEFAULT_PRIORITY):
+                int dead_reason, deadletter, origin, uint8_t priority=DEFAULT_PRIORITY,
+                bytes dedup_key=None, int64_t dedup_until_ms=0):
     """JobOptions from fields(), as a JobRecord keeps them."""
     cdef JobOptions options = new_job_options(backoff_base_ms, backoff_max_ms, max_deliveries,
                                               deadletter, priority)
     options.dead_reason = dead_reason
     options.origin = origin
+    options.dedup_key = dedup_key
+    options.dedup_until_ms = dedup_until_ms
     return options
 
 
 cdef int options_version(JobOptions options, int readable) noexcept:
     """The block to send a peer that reads up to version `readable` (0:
     none): the newest it reads, or none when all it could carry is unset
-    (a job with only a priority, for a v1 reader)."""
+    (a job with only a priority for a v1 reader, only a DEDUP key for a
+    v2 reader)."""
+    cdef bint v1_set
     if options is None or readable == 0:
         return 0
-    if readable >= OPTIONS_V2:
+    if readable >= OPTIONS_V3:
+        return OPTIONS_V3
+    v1_set = options.backoff_base_ms or options.max_deliveries or options.dead_reason or \
+        options.deadletter is not None or options.origin is not None
+    if readable == OPTIONS_V2 and (v1_set or options.priority != DEFAULT_PRIORITY):
         return OPTIONS_V2
-    if options.backoff_base_ms or options.max_deliveries or options.dead_reason or \
-            options.deadletter is not None or options.origin is not None:
-        return OPTIONS_V1
-    return 0
+    return OPTIONS_V1 if v1_set else 0
 
 
 cdef inline Py_ssize_t _name_size(object name) noexcept:
@@ -150,7 +165,8 @@ cdef Py_ssize_t options_size(JobOptions options, int version) noexcept:
     if version == 0:
         return 0
     return OPTIONS_FIXED + _name_size(options.deadletter) + _name_size(options.origin) + \
-        (1 if version >= OPTIONS_V2 else 0)
+        (1 if version >= OPTIONS_V2 else 0) + \
+        (_name_size(options.dedup_key) + 8 if version >= OPTIONS_V3 else 0)
 
 
 cdef char* _pack_name(char* at, object name) noexcept:
@@ -171,6 +187,9 @@ cdef char* pack_options(char* at, JobOptions options, int version) noexcept:
     at = _pack_name(at, options.origin)
     if version >= OPTIONS_V2:
         at = _put_be(at, options.priority, 1)
+    if version >= OPTIONS_V3:
+        at = _pack_name(at, options.dedup_key)
+        at = _put_be(at, <uint64_t>options.dedup_until_ms, 8)
     return at
 
 
@@ -190,7 +209,7 @@ cdef object _parse_name(const char* data, Py_ssize_t size, Py_ssize_t* pos):
 
 
 cdef JobOptions parse_options(const char* data, Py_ssize_t size):
-    """The options block (wire.pxi has found where it starts), v1 or v2;
+    """The options block (wire.pxi has found where it starts), v1 to v3;
     ValueError on anything malformed or from a later version."""
     cdef Py_ssize_t pos = OPTIONS_FIXED
     cdef JobOptions options = JobOptions.__new__(JobOptions)
@@ -209,7 +228,14 @@ cdef JobOptions parse_options(const char* data, Py_ssize_t size):
             raise ValueError("truncated job options")
         options.priority = <uint8_t>data[pos]
         pos += 1
+    if version >= OPTIONS_V3:
+        options.dedup_key = _parse_name(data, size, &pos)
+        if size - pos < 8:
+            raise ValueError("truncated job options")
+        options.dedup_until_ms = <int64_t>_get_be(data + pos, 8)
+        pos += 8
     if pos != size or options.dead_reason > DEAD_MAX_DELIVERIES or \
-            options.backoff_max_ms < options.backoff_base_ms or options.priority > MAX_PRIORITY:
+            options.backoff_max_ms < options.backoff_base_ms or \
+            options.priority > MAX_PRIORITY or options.dedup_until_ms < 0:
         raise ValueError("bad job options")
     return options

@@ -9,6 +9,10 @@ like commands from a client (the loader's session may use LOADJOB):
                                       time) and the CRC32 of those bytes, as
                                       8 hex digits
     DELJOB <job-id>                   the job is gone (acked, expired, deleted)
+    DEDUP <queue> <key> <job-id> <ms> an ADDJOB ... DEDUP key remembered until
+                                      <ms> (unix time), beyond its job's
+                                      LOADJOB (engine/dedup.pxi)
+    UNDEDUP <queue> <key> <job-id>    that key forgotten: its ADDJOB failed
 
 Every record is an array of bulk strings with exact framing (each bulk is
 followed by CRLF). A reader reports, for damaged files, the byte offset of
@@ -34,6 +38,8 @@ from disque_py.core.job import serialize_record
 from disque_py.persistence import disque_aof
 
 HEADER_COMMAND = b"DQPAOF"
+DEDUP = b"DEDUP"                # records the loader reads itself (no client command)
+UNDEDUP = b"UNDEDUP"
 VERSION = 1
 MAX_RECORD_ARGS = 8
 MAX_BULK = 600 * 1024 * 1024
@@ -72,6 +78,14 @@ def load_job_record(serialized_job: bytes) -> bytes:
 
 def del_job_record(job_id: bytes) -> bytes:
     return encode(b"DELJOB", job_id)
+
+
+def dedup_record(queue: bytes, key: bytes, job_id: bytes, until_ms: int) -> bytes:
+    return encode(DEDUP, queue, key, job_id, b"%d" % until_ms)
+
+
+def undedup_record(queue: bytes, key: bytes, job_id: bytes) -> bytes:
+    return encode(UNDEDUP, queue, key, job_id)
 
 
 def check_crc(serialized_job: bytes, crc: bytes) -> bool:

@@ -2,7 +2,8 @@
 
 A Rewrite walks the jobs table partition by partition, a slice per loop
 turn, writing a LOADJOB record for every active or queued job into a
-temporary file next to the AOF. Records appended meanwhile also go to its
+temporary file next to the AOF, then a DEDUP record for every DEDUP key
+the node remembered when the rewrite started (a key outlives its job). Records appended meanwhile also go to its
 buffer (AofWriter.append does that), so whatever happens during the walk is
 replayed after the snapshot: a job created meanwhile may appear twice
 (loading ignores the second), a job deleted meanwhile is deleted again by
@@ -32,7 +33,7 @@ TEMP_SUFFIX = ".rewrite-%d.tmp"        # after the AOF's path; %d: the server's 
 
 
 class Rewrite:
-    def __init__(self, writer, jobs) -> None:
+    def __init__(self, writer, jobs, dedup_keys: list) -> None:
         self.writer = writer
         self.started = time.monotonic()
         self.temp_path = writer.path + TEMP_SUFFIX % os.getpid()
@@ -41,6 +42,7 @@ class Rewrite:
         self.buffer: list[bytes] = []
         self._jobs = jobs                      # the jobs table (a FLUSHALL swaps it: this one stays)
         self._next_partition = 0
+        self._dedup_keys = dedup_keys          # (queue, key, job ID, until ms), a snapshot
         try:
             self._write(aof_format.HEADER)
         except OSError:
@@ -61,9 +63,14 @@ class Rewrite:
                 if job.state == ACTIVE or job.state == QUEUED:
                     records.append(aof_format.load_job_record(serialize_job(job)))
             self._next_partition += 1
+        keys = self._dedup_keys
+        if self._next_partition >= partitions and keys and len(records) < REWRITE_SLICE_JOBS:
+            taken = keys[-REWRITE_SLICE_JOBS:]
+            del keys[-REWRITE_SLICE_JOBS:]
+            records.extend(aof_format.dedup_record(*entry) for entry in taken)
         if records:
             self._write(b"".join(records))
-        return self._next_partition >= partitions
+        return self._next_partition >= partitions and not keys
 
     def finish(self) -> None:
         """Append what arrived meanwhile, make it durable, switch files.

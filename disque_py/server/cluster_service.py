@@ -24,7 +24,7 @@ from disque_py.cluster import messages as msg
 from disque_py.cluster import nodes_conf
 from disque_py.cluster.bus import ClusterBus
 from disque_py.cluster.membership import BUS_PORT_OFFSET, Membership
-from disque_py.cluster.membership import FAIL, HANDSHAKE, SPEAKS_JOB_OPTIONS, SPEAKS_PRIORITY
+from disque_py.cluster.membership import FAIL, HANDSHAKE, options_version_read
 from disque_py.core.effects import Connect, DropLink, ReplyOn, SaveConfig, Send, ToPeer
 from disque_py.disk_faults import DiskFaults
 from disque_py.server.persistence_service import StartupError
@@ -250,10 +250,8 @@ class ClusterService:
         failed = [node.id for node in peers if node.flags & FAIL]
         self.node.set_cluster_view(membership.size, known, len(membership.reachable), linked,
                                    membership.leaving, failed, membership.epochs())
-        self.node.peers_without_options = frozenset(
-            node.id for node in peers if not node.capabilities & SPEAKS_JOB_OPTIONS)
-        self.node.peers_without_priority = frozenset(
-            node.id for node in peers if not node.capabilities & SPEAKS_PRIORITY)
+        self.node.options_readers = {node.id: options_version_read(node.capabilities)
+                                     for node in peers}
 
     def choose_start_epoch(self, loaded_from_aof: bool) -> int:
         """This run's start epoch: the one nodes.conf keeps when the jobs

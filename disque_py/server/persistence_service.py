@@ -30,6 +30,7 @@ import shutil
 import time
 
 from disque_py import log
+from disque_py.core.effects import AofDedup
 from disque_py.core.job import deserialize_job
 from disque_py.errors import CommandError
 from disque_py.persistence import aof_format
@@ -38,6 +39,7 @@ from disque_py.persistence.rewrite import Rewrite, remove_leftovers
 
 LOADJOB_ONLY_FROM_AOF = "LOADJOB is a special command only processed from AOF"
 DISQUE_BACKUP_SUFFIX = ".disque-1.0"   # where a converted Disque AOF is kept
+_DEDUP_RECORDS = (aof_format.DEDUP, aof_format.UNDEDUP)
 
 
 class StartupError(Exception):
@@ -124,6 +126,9 @@ class PersistenceService:
                 end = record.end
                 if record.argv[0] == aof_format.HEADER_COMMAND:
                     continue
+                if record.argv[0] in _DEDUP_RECORDS:
+                    self._load_dedup(record)
+                    continue
                 reply = dispatch(self.server, session, record.argv)
                 if isinstance(reply, CommandError):
                     raise StartupError(f"Bad record in the AOF {self.path} at byte offset "
@@ -135,6 +140,19 @@ class PersistenceService:
         finally:
             self.server.drop_session(session)
         return end, loaded
+
+    def _load_dedup(self, record: aof_format.AofRecord) -> None:
+        """DEDUP queue key job-id until-ms, UNDEDUP queue key job-id."""
+        argv = record.argv
+        forget = argv[0] == aof_format.UNDEDUP
+        try:
+            if len(argv) != (4 if forget else 5):
+                raise ValueError("wrong number of fields")
+            until_ms = 0 if forget else int(argv[4])
+        except ValueError as error:
+            raise StartupError(f"Bad {argv[0].decode()} record in the AOF {self.path} at "
+                               f"byte offset {record.offset}: {error}") from None
+        self.node.restore_dedup(argv[1], argv[2], argv[3], until_ms, forget)
 
     def _damaged(self, damage: aof_format.AofDamage) -> None:
         if damage.torn and self.config["aof-load-truncated"]:
@@ -175,6 +193,13 @@ class PersistenceService:
 
     def append_del(self, job_id: bytes) -> None:
         self.writer.append(aof_format.del_job_record(job_id))
+
+    def append_dedup(self, effect) -> None:
+        """An AofDedup or AofUndedup effect (core/effects.py)."""
+        if type(effect) is AofDedup:
+            self.writer.append(aof_format.dedup_record(*effect))
+        else:
+            self.writer.append(aof_format.undedup_record(*effect))
 
     @property
     def accepting(self) -> bool:
@@ -240,7 +265,7 @@ class PersistenceService:
         """A rewrite set up on the writer; OSError if it cannot start."""
         writer = self.writer
         try:
-            writer.rewrite = Rewrite(writer, self.node.jobs)
+            writer.rewrite = Rewrite(writer, self.node.jobs, self.node.dedup.items())
         except OSError as error:
             log.warning("Cannot start the AOF rewrite: %s", error.strerror)
             self._rewrite_failed()

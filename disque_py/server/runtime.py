@@ -39,7 +39,7 @@ import traceback
 from disque_py import DISQUE_VERSION, log
 from disque_py.cluster.messages import DELJOB, GOTACK, GOTJOB
 from disque_py.commands.queues import render_outcome
-from disque_py.core.effects import AofDelJob, AofLoadJob, ToPeer, Unblock
+from disque_py.core.effects import AofDedup, AofDelJob, AofLoadJob, AofUndedup, ToPeer, Unblock
 from disque_py.core.node import Node
 from disque_py.errors import CommandError
 from disque_py.server.cluster_service import ClusterService, load_identity
@@ -84,6 +84,7 @@ class Runtime:
         self.node.maxmemory = config["maxmemory"]
         self.node.evict_jobs = config["maxmemory-policy"] == "acks"
         self.node.set_rereplicate(config["rereplicate"])
+        self.node.dedup.max_keys = config["dedup-max-keys"]
         self.server = ServerState(self.node, config, executable=executable,
                                   config_file=config.config_file or "")
         self.server.feed_monitors = self.feed_monitors
@@ -107,6 +108,7 @@ class Runtime:
         config.on_change("maxmemory-policy",
                          lambda value: setattr(node, "evict_jobs", value == "acks"))
         config.on_change("rereplicate", node.set_rereplicate)
+        config.on_change("dedup-max-keys", lambda value: setattr(node.dedup, "max_keys", value))
         for name in ("tls-cert-file", "tls-key-file", "tls-ca-cert-file"):
             config.on_change(name, self._reload_tls)
 
@@ -249,6 +251,8 @@ class Runtime:
                 self.persistence.append_job(effect.job)
             elif kind is AofDelJob:
                 self.persistence.append_del(effect.job_id)
+            elif kind is AofDedup or kind is AofUndedup:
+                self.persistence.append_dedup(effect)
             elif kind is Unblock:
                 unblocks.append(effect)
         if confirmations is not None:

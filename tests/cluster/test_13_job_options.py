@@ -20,7 +20,7 @@ from tests.cluster.harness import MARGIN_S, call, poll, show
 
 DEADLINE_S = 10 + MARGIN_S
 OPTION_FIELDS = ["backoff", "max-deliveries", "deadletter", "dead-reason", "dead-from",
-                 "priority"]
+                 "priority", "dedup-key", "dedup-until"]
 
 
 @pytest.fixture(scope="module")

@@ -25,7 +25,7 @@ PREVIOUS_RELEASE = "c3fe348"
 REPO = Path(__file__).resolve().parents[2]
 DEADLINE_S = 10 + MARGIN_S
 OPTION_FIELDS = ["backoff", "max-deliveries", "deadletter", "dead-reason", "dead-from",
-                 "priority"]
+                 "priority", "dedup-key", "dedup-until"]
 
 pytestmark = pytest.mark.timeout(600)
 

@@ -25,7 +25,7 @@ DELAY_NEGATIVE = b"-ERR DELAY time must be a non negative number\r\n"
 COUNT_POSITIVE = b"-ERR COUNT must be a number greater than zero\r\n"
 DISQUE_SHOW_FIELDS = 15
 OPTION_FIELDS = [b"backoff", b"max-deliveries", b"deadletter", b"dead-reason", b"dead-from",
-                 b"priority"]
+                 b"priority", b"dedup-key", b"dedup-until"]
 
 
 @pytest.fixture
@@ -123,7 +123,8 @@ def test_a_job_with_options_shows_them_after_disques_fields(raw, client):
     assert fields[b"priority"] == 5
     reply = raw.call("SHOW", job_id.decode())
     assert reply.endswith(bulk("dead-reason") + b"$-1\r\n" + bulk("dead-from") + b"$-1\r\n" +
-                          bulk("priority") + b":5\r\n")
+                          bulk("priority") + b":5\r\n" + bulk("dedup-key") + b"$-1\r\n" +
+                          bulk("dedup-until") + b"$-1\r\n")
 
 
 def test_maxdeliveries_alone_shows_no_backoff(raw, client):

@@ -61,7 +61,8 @@ def test_show_appends_the_priority_and_a_default_job_shows_disque_s_fields(serve
     client = server.client()
     urgent = add(raw, "body", "PRIORITY", "8")
     reply = raw.call("SHOW", urgent.decode())
-    assert reply.endswith(bulk("priority") + b":8\r\n")
+    assert reply.endswith(bulk("priority") + b":8\r\n" + bulk("dedup-key") + b"$-1\r\n" +
+                          bulk("dedup-until") + b"$-1\r\n")
     for job_id in (add(raw, "body"), add(raw, "body", "PRIORITY", "5")):
         assert len(client.execute_command("SHOW", job_id)) == 2 * DISQUE_SHOW_FIELDS
 

@@ -588,7 +588,8 @@ def test_config_get_patterns(server):
     assert parse(raw.call("CONFIG", "GET", "port")) == [b"port", b"%d" % server.port]
     assert parse(raw.call("CONFIG", "GET", "*max*")) == [
         b"maxmemory", b"1073741824", b"maxmemory-samples", b"5", b"slowlog-max-len", b"128",
-        b"maxclients", b"10000", b"maxmemory-policy", b"acks"]
+        b"maxclients", b"10000", b"maxmemory-policy", b"acks",
+        b"dedup-max-keys", b"1000000"]            # beyond Disque
     assert parse(raw.call("CONFIG", "GET", "*append*")) == [
         b"no-appendfsync-on-rewrite", b"no", b"appendfsync", b"everysec", b"appendonly", b"no"]
     assert raw.call("CONFIG", "GET", "nosuch*") == b"*0\r\n"

@@ -85,7 +85,7 @@ def test_a_fast_write_records_nothing(loop, tmp_path, clock, monitor):
 
 def test_a_write_during_a_rewrite_is_an_aof_write_active_child(loop, tmp_path, clock, monitor):
     writer = open_writer(loop, tmp_path, "no", SlowOps(clock), monitor)
-    writer.rewrite = Rewrite(writer, [])
+    writer.rewrite = Rewrite(writer, [], [])
     writer.ops.write_ms = 6
     writer.append(RECORD)
     writer.flush()
@@ -96,7 +96,7 @@ def test_a_write_during_a_rewrite_is_an_aof_write_active_child(loop, tmp_path, c
 def test_finishing_a_rewrite_times_its_last_records_and_the_rename(loop, tmp_path, clock,
                                                                    monitor):
     writer = open_writer(loop, tmp_path, "no", SlowOps(clock), monitor)
-    rewrite = writer.rewrite = Rewrite(writer, [])
+    rewrite = writer.rewrite = Rewrite(writer, [], [])
     rewrite.buffer.append(RECORD)
     writer.ops.write_ms = 9
     rewrite.finish()

@@ -107,6 +107,7 @@ EXTENSIONS = {
     "tls-protocols": False,
     "tls-cluster": False,
     "rereplicate": True,
+    "dedup-max-keys": True,
 }
 
 

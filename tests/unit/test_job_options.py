@@ -164,7 +164,7 @@ def test_options_survive_the_jobs_bytes_for_the_aof_and_for_peers():
     record = deserialize_job(core.job_bytes(job))
     assert record.options == core.options_of(job).fields()
     peer = b"f" * 40
-    core.peers_without_options = frozenset([peer])
+    core.options_readers = {peer: 0}
     assert deserialize_job(core.job_bytes(job, START_MS // 1000, peer)).options is None
     plain = add(core)
     assert deserialize_job(core.job_bytes(plain)).options is None

@@ -26,8 +26,8 @@ from disque_py.cluster import messages as msg
 from disque_py.cluster import nodes_conf
 from disque_py.cluster.membership import (
     BLACKLIST_TTL_MS, BUS_PORT_OFFSET, FAIL, HANDSHAKE, LEAVING, MEET, MYSELF, NOADDR,
-    PFAIL, RECONNECT_MAX_MS, RECONNECT_MIN_MS, SPEAKS_EPOCH, SPEAKS_JOB_OPTIONS, SPEAKS_PRIORITY, Membership,
-    random_node_id)
+    PFAIL, RECONNECT_MAX_MS, RECONNECT_MIN_MS, SPEAKS_DEDUP, SPEAKS_EPOCH, SPEAKS_JOB_OPTIONS,
+    SPEAKS_PRIORITY, Membership, options_version_read, random_node_id)
 from disque_py.core.clock import FakeClock
 from disque_py.core.effects import Connect, DropLink, ReplyOn, SaveConfig, Send
 
@@ -839,9 +839,17 @@ def test_every_header_says_the_node_speaks_epoch_and_job_options(net):
     assert a.membership.header(msg.REPLJOB).flags & SPEAKS_JOB_OPTIONS
     a.membership.set_leaving(True)
     assert a.membership.header(msg.PING).flags == \
-        LEAVING | SPEAKS_EPOCH | SPEAKS_JOB_OPTIONS | SPEAKS_PRIORITY
+        LEAVING | SPEAKS_EPOCH | SPEAKS_JOB_OPTIONS | SPEAKS_PRIORITY | SPEAKS_DEDUP
     # Never in the node's own flags: not gossiped, not in nodes.conf.
-    assert not a.membership.myself.flags & (SPEAKS_EPOCH | SPEAKS_JOB_OPTIONS | SPEAKS_PRIORITY)
+    assert not a.membership.myself.flags & (SPEAKS_EPOCH | SPEAKS_JOB_OPTIONS | SPEAKS_PRIORITY
+                                            | SPEAKS_DEDUP)
+
+
+def test_each_capability_bit_names_the_newest_options_block_a_peer_reads():
+    assert options_version_read(0) == 0
+    assert options_version_read(SPEAKS_EPOCH | SPEAKS_JOB_OPTIONS) == 1
+    assert options_version_read(SPEAKS_JOB_OPTIONS | SPEAKS_PRIORITY) == 2
+    assert options_version_read(SPEAKS_JOB_OPTIONS | SPEAKS_PRIORITY | SPEAKS_DEDUP) == 3
 
 
 def test_a_peer_is_known_to_read_job_options_once_its_header_says_so(net):

@@ -69,22 +69,22 @@ def test_a_big_queue_takes_an_urgent_job_at_its_head(core):
 def test_the_aof_and_peers_that_read_v2_get_the_priority(core):
     job = add(core, 8, limit=3)
     record = deserialize_job(core.job_bytes(job))
-    assert record.options == (0, 0, 3, 0, None, None, 8)
-    assert deserialize_job(core.job_bytes(job, NOW_S, PEER)).options[-1] == 8
+    assert record.options == (0, 0, 3, 0, None, None, 8, None, 0)
+    assert deserialize_job(core.job_bytes(job, NOW_S, PEER)).options[6] == 8
 
 
 def test_a_peer_that_reads_v1_gets_the_other_options_without_the_priority(core):
-    core.peers_without_priority = frozenset([PEER])
+    core.options_readers = {PEER: 1}
     job = add(core, 8, limit=3)
     data = core.job_bytes(job, NOW_S, PEER)
-    assert deserialize_job(data).options == (0, 0, 3, 0, None, None, 5)
+    assert deserialize_job(data).options == (0, 0, 3, 0, None, None, 5, None, 0)
     only_priority = add(core, 8)
     assert deserialize_job(core.job_bytes(only_priority, NOW_S, PEER)).options is None
 
 
 def test_a_v1_block_loads_with_the_default_priority(core):
     job = add(core, 8, limit=3)
-    core.peers_without_priority = frozenset([PEER])
+    core.options_readers = {PEER: 1}
     record = deserialize_job(core.job_bytes(job, NOW_S, PEER), NOW_S)
     other = Node(PEER, FakeClock(START_MS, seed=2), id_seed=b"other")
     other.load_job(record, True)
@@ -105,6 +105,6 @@ def test_a_replica_and_a_restart_keep_the_priority(core):
 def test_a_block_with_an_impossible_priority_is_refused(core, priority):
     job = add(core, 9)
     record = deserialize_job(core.job_bytes(job))
-    bad = serialize_record(record._replace(options=record.options[:-1] + (priority,)))
+    bad = serialize_record(record._replace(options=record.options[:6] + (priority,) + record.options[7:]))
     with pytest.raises(ValueError):
         deserialize_job(bad)

@@ -1,0 +1,193 @@
+"""ADDJOB ... DEDUP key [WINDOW seconds] in the core, on the fake clock: a
+duplicate answers the first job's ID and makes nothing, per queue, until
+the window ends (TTL by default), after the job is gone too; the table's
+bound and memory; a failed first ADDJOB freeing its key on every node; a
+duplicate that arrives while the first waits for its copies getting the
+same answer; the key carried to holders in version 3 of the options block
+(and left out for peers that read version 2)."""
+
+from __future__ import annotations
+
+import pytest
+
+from disque_py.cluster import messages as msg
+from disque_py.core.clock import FakeClock
+from disque_py.core.job import JobOptions, deserialize_job
+from disque_py.core.node import Node
+from disque_py.core.replication import FIRST_ADD_GONE, TIMEOUT_BEFORE_COPIES
+from disque_py.core.waiters import Waiter
+from disque_py.engine import CONSTANTS, HOT_COMMANDS, run_hot
+from disque_py.errors import NoReplError, OutOfMemoryError
+from tests.unit.simnet import START_MS, SimNet
+
+NODE_ID = b"0123456789abcdef0123456789abcdef01234567"
+PEER = b"f" * 40
+NOW_S = START_MS // 1000
+ENTRY_MEMORY = CONSTANTS["DEDUP_MEMORY_OVERHEAD"]
+
+
+@pytest.fixture
+def core() -> Node:
+    return Node(NODE_ID, FakeClock(START_MS, seed=1), id_seed=b"dedup")
+
+
+def add(core, key=b"k", *, queue=b"q", body=b"body", ttl=3600, window_s=0, client=None):
+    until = START_MS + window_s * 1000 if window_s else 0
+    options = JobOptions(dedup_key=key, dedup_until_ms=until) if key is not None else None
+    return core.add_job(queue, body, 1, 0, 60, ttl, 0, False, client=client, options=options)
+
+
+def addjob(core, *args) -> bytes:
+    """ADDJOB through the hot command's parser, as a client sends it."""
+    return run_hot(HOT_COMMANDS["addjob"], core, None, [b"ADDJOB", *args])
+
+
+def test_a_duplicate_answers_the_first_id_and_makes_no_job(core):
+    first = add(core)
+    assert add(core, body=b"other") == first.id
+    assert len(core.jobs) == 1 and core.stats_jobs_created == 1
+    assert core.dedup.hits == 1
+
+
+def test_the_key_is_per_queue(core):
+    first = add(core, queue=b"q1")
+    second = add(core, queue=b"q2")
+    assert second.id != first.id and len(core.jobs) == 2
+
+
+def test_the_window_defaults_to_the_ttl_and_then_the_key_is_free(core):
+    first = add(core, ttl=100)
+    core.clock.advance(99_999)
+    assert add(core, ttl=100) == first.id
+    core.clock.advance(1)
+    later = add(core, ttl=100)
+    assert later.id != first.id
+
+
+def test_a_window_ends_the_key_before_the_ttl_and_the_timer_frees_it(core):
+    first = add(core, window_s=10)
+    assert core.dedup.memory == ENTRY_MEMORY + len(b"k")
+    before = core.used_memory
+    core.clock.advance(10_000)
+    assert core.next_wakeup() <= core.clock.now_ms()
+    core.tick()
+    assert len(core.dedup) == 0 and core.dedup.memory == 0
+    assert core.used_memory == before - ENTRY_MEMORY - len(b"k")
+    assert add(core).id != first.id
+
+
+def test_the_key_outlives_its_acknowledged_job(core):
+    first = add(core)
+    core.get_jobs([b"q"], 1)
+    assert core.ack_jobs([first.id]) == 1
+    assert core.lookup(first.id) is None
+    assert add(core) == first.id and len(core.jobs) == 0
+
+
+def test_a_full_table_refuses_new_keys_with_oom_but_answers_known_ones(core):
+    core.dedup.max_keys = 2
+    first = add(core, b"a")
+    add(core, b"b")
+    with pytest.raises(OutOfMemoryError, match=r"dedup-max-keys 2"):
+        add(core, b"c")
+    assert add(core, b"a") == first.id
+    assert core.dedup.refused == 1 and len(core.jobs) == 2
+    assert add(core, None).id           # a job without a key is not refused
+
+
+def test_flushall_forgets_every_key(core):
+    first = add(core)
+    core.flush_all()
+    assert len(core.dedup) == 0 and add(core).id != first.id
+
+
+def test_the_hot_parser_checks_dedup_and_window_and_answers_the_first_id(core):
+    reply = addjob(core, b"q", b"body", b"0", b"DEDUP", b"k", b"WINDOW", b"60")
+    assert reply.startswith(b"+D-")
+    assert addjob(core, b"q", b"again", b"0", b"dedup", b"k") == reply
+    job = core.lookup(reply[1:-2])
+    assert job.options.dedup_key == b"k"
+    assert job.options.dedup_until_ms == START_MS + 60_000
+    for args, error in (((b"WINDOW", b"5"), "WINDOW needs DEDUP"),
+                        ((b"DEDUP", b""), "DEDUP key must be 1 to 1024 bytes"),
+                        ((b"DEDUP", b"x" * 1025), "DEDUP key must be 1 to 1024 bytes"),
+                        ((b"DEDUP", b"k", b"WINDOW", b"0"), "WINDOW must be a number > 0"),
+                        ((b"DEDUP", b"k", b"WINDOW", b"x"), "WINDOW must be a number > 0")):
+        with pytest.raises(Exception, match=error):
+            addjob(core, b"q", b"body", b"0", *args)
+
+
+def test_the_key_travels_in_the_v3_block_and_not_to_a_v2_reader(core):
+    job = add(core, window_s=30)
+    assert deserialize_job(core.job_bytes(job)).options[7:] == (b"k", START_MS + 30_000)
+    core.options_readers = {PEER: 2}
+    assert deserialize_job(core.job_bytes(job, NOW_S, PEER)).options is None
+    with_priority = core.add_job(b"q", b"b", 1, 0, 60, 3600, 0, False,
+                                 options=JobOptions(priority=8, dedup_key=b"p"))
+    assert deserialize_job(core.job_bytes(with_priority, NOW_S, PEER)).options[6:] == \
+        (8, None, 0)
+
+
+# --------------------------------------------------------------- cluster
+
+def test_every_holder_remembers_the_key_and_answers_the_first_id():
+    net = SimNet(3, seed=11)
+    job = net.add_job(0, repl=3, client="p", options=JobOptions(dedup_key=b"k"))
+    assert net.run_until(lambda: "p" in net.unblocked, 1000)
+    for i in range(3):
+        assert net.nodes[i].dedup.lookup(b"q", b"k", net.clock.now_ms()) == job.id
+        assert net.add_job(i, repl=3, client="retry", options=JobOptions(dedup_key=b"k")) \
+            == job.id
+    assert sum(len(node.jobs) for node in net.nodes) == 3
+
+
+def test_a_failed_addjob_frees_its_key_on_the_producer_and_the_holders():
+    net = SimNet(3, seed=3)
+    net.drop_rule = lambda m: m.kind == msg.GOTJOB and m.src == 2   # 2 keeps a copy, mute
+    job = net.add_job(0, repl=3, client="p", timeout_ms=500, options=JobOptions(dedup_key=b"k"))
+    assert net.run_until(lambda: "p" in net.unblocked, 2000)
+    assert str(net.unblocked["p"][0]) == TIMEOUT_BEFORE_COPIES
+    deljobs = [m for m in net.sent if m.kind == msg.DELJOB]
+    assert deljobs and all(m.mflags & msg.MSG_ABANDONED for m in deljobs)
+    net.run_for(1000)
+    now = net.clock.now_ms()
+    assert all(node.dedup.lookup(b"q", b"k", now) is None for node in net.nodes)
+    net.drop_rule = None
+    retry = net.add_job(0, repl=3, client="p2", options=JobOptions(dedup_key=b"k"))
+    assert retry.id != job.id
+
+
+def test_a_duplicate_during_the_copies_wait_gets_the_first_answer():
+    net = SimNet(3, seed=5)
+    net.latency_ms = 20
+    job = net.add_job(0, repl=3, client="first", options=JobOptions(dedup_key=b"k"))
+    waiter = net.add_job(0, repl=3, client="retry", options=JobOptions(dedup_key=b"k"))
+    assert isinstance(waiter, Waiter)
+    assert net.run_until(lambda: "retry" in net.unblocked, 1000)
+    assert net.unblocked["first"] == [job.id] and net.unblocked["retry"] == [job.id]
+    assert net.nodes[0].blocked_clients == 0
+
+
+def test_a_duplicate_shares_the_first_failure_and_times_out_alone():
+    net = SimNet(3, seed=7)
+    net.drop_rule = lambda m: m.kind == msg.GOTJOB
+    net.add_job(0, repl=3, client="first", timeout_ms=800, options=JobOptions(dedup_key=b"k"))
+    net.add_job(0, repl=3, client="short", timeout_ms=100, options=JobOptions(dedup_key=b"k"))
+    net.add_job(0, repl=3, client="long", timeout_ms=5000, options=JobOptions(dedup_key=b"k"))
+    assert net.run_until(lambda: "short" in net.unblocked, 1000)
+    assert str(net.unblocked["short"][0]) == TIMEOUT_BEFORE_COPIES
+    assert "first" not in net.unblocked            # the first still waits
+    assert net.run_until(lambda: "long" in net.unblocked, 2000)
+    assert isinstance(net.unblocked["long"][0], NoReplError)
+    assert net.unblocked["long"] == net.unblocked["first"]
+    assert net.nodes[0].blocked_clients == 0
+
+
+def test_a_duplicate_of_a_first_addjob_whose_client_left_gets_norepl():
+    net = SimNet(3, seed=9)
+    net.drop_rule = lambda m: m.kind == msg.GOTJOB
+    job = net.add_job(0, repl=3, client="first", options=JobOptions(dedup_key=b"k"))
+    net.add_job(0, repl=3, client="retry", options=JobOptions(dedup_key=b"k"))
+    net.call(0, "cancel_waiter", net.nodes[0].more(job).waiter)
+    assert str(net.unblocked["retry"][0]) == FIRST_ADD_GONE
+    assert net.nodes[0].blocked_clients == 0
