@@ -1,6 +1,6 @@
-"""What failed-job options cost (issue 19): plain ADDJOB against the
-release before them, and a job with BACKOFF and MAXDELIVERIES against a
-plain one, in the same run.
+"""What job options cost (issues 19 and 20): plain ADDJOB against an
+earlier release, and jobs with BACKOFF and MAXDELIVERIES, PRIORITY, and a
+DEDUP key against a plain one, in the same run.
 
     .venv/bin/python benchmarks/bench_job_options.py [--rounds N] [--quick]
         [--baseline REV] [--skip-callgrind] [--no-pin]
@@ -18,10 +18,13 @@ Rows, each server alone on the server CPU, the load on the other:
   ADDJOB c50 -P16          redis-benchmark's rate, servers alternating per
                            round, the median kept.
 Ratios: each kind against current plain (issue 19 allows options 10 %,
-issue 20 allows PRIORITY 15 %), and against the row it is compared with:
+issue 20 allows PRIORITY and DEDUP 15 %), and against the row it is compared with:
 current plain against the baseline, and each option against a plain ADDJOB
 of the same length (Disque's RETRY/TTL/MAXLEN in its place), which
 separates what the option costs from what more words on the wire cost.
+Every DEDUP ADDJOB has its own key (k:<12 digits>: the callgrind rows
+number them, redis-benchmark draws them from 10^11 with __rand_int__), so
+each one makes a job and a key, as a producer's first try does.
 """
 
 from __future__ import annotations
@@ -52,6 +55,9 @@ WITH_OPTIONS = PLAIN + ("BACKOFF", "100", "10000", "MAXDELIVERIES", "5")
 SAME_LENGTH = PLAIN + ("RETRY", "100", "TTL", "10000", "MAXLEN", "500000")
 WITH_PRIORITY = PLAIN + ("PRIORITY", "8")
 SAME_LENGTH_AS_PRIORITY = PLAIN + ("RETRY", "100")
+RANDOM = "__rand_int__"          # redis-benchmark's placeholder: 12 digits
+WITH_DEDUP = PLAIN + ("DEDUP", "k:" + RANDOM)
+KEYSPACE = 10 ** 11
 # Each kind: label, whether it runs the baseline, the command, and the
 # label of the row it is compared with ("plain/base" for the baseline).
 KINDS = [("baseline plain", True, PLAIN, None),
@@ -59,7 +65,8 @@ KINDS = [("baseline plain", True, PLAIN, None),
          ("same-length 6 words", False, SAME_LENGTH, "current plain"),
          ("BACKOFF+MAXDELIVERIES", False, WITH_OPTIONS, "same-length 6 words"),
          ("same-length 2 words", False, SAME_LENGTH_AS_PRIORITY, "current plain"),
-         ("PRIORITY 8", False, WITH_PRIORITY, "same-length 2 words")]
+         ("PRIORITY 8", False, WITH_PRIORITY, "same-length 2 words"),
+         ("DEDUP new key", False, WITH_DEDUP, "same-length 2 words")]
 
 
 class Server(DisqueServer):
@@ -84,15 +91,24 @@ def build_baseline(rev: str) -> Path:
     return tree
 
 
+def payload(command: tuple, first: int):
+    """The command's bytes, or, with RANDOM in it, a function giving the
+    i-th command its own number (first + i) there."""
+    if RANDOM not in "".join(command):
+        return encode_command(*command)
+    return lambda i: encode_command(*(word.replace(RANDOM, "%012d" % (first + i))
+                                      for word in command))
+
+
 def instructions_per_addjob(server: Server, command: tuple, warmup: int, jobs: int) -> float:
     out = server.dir / "callgrind.out"
     server.prefix += [VALGRIND, "--tool=callgrind", "--instr-atstart=no",
                       f"--callgrind-out-file={out}", f"--log-file={server.dir / 'valgrind.log'}"]
-    payload = encode_command(*command)
     with running(server):
-        run_async(pipelined_fill(server.port, payload, warmup, 1, CALLGRIND_BATCH))
+        run_async(pipelined_fill(server.port, payload(command, 0), warmup, 1, CALLGRIND_BATCH))
         callgrind_control("-i", "on", server.pid)
-        _, errors = run_async(pipelined_fill(server.port, payload, jobs, 1, CALLGRIND_BATCH))
+        _, errors = run_async(pipelined_fill(server.port, payload(command, warmup), jobs, 1,
+                                             CALLGRIND_BATCH))
         callgrind_control("--dump", server.pid)
         total = read_dump(Path(f"{out}.1"))
     if errors:
@@ -102,7 +118,8 @@ def instructions_per_addjob(server: Server, command: tuple, warmup: int, jobs: i
 
 def addjob_rate(server: Server, command: tuple, requests: int) -> float:
     cmd = redis_benchmark_command(server.port, requests, clients=50, pipeline=16,
-                                  command_args=command)
+                                  command_args=command,
+                                  keyspace=KEYSPACE if RANDOM in "".join(command) else 0)
     with running(server):
         rate, _, _ = run_redis_benchmark(cmd, server.pid)
     return rate

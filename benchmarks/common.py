@@ -300,12 +300,15 @@ class CpuMeter:
 # -------------------------------------------------------------- redis-benchmark
 
 def redis_benchmark_command(port: int, requests: int, clients: int = 50, pipeline: int = 1,
-                            tests: str | None = None,
-                            command_args: Sequence[str] = ()) -> list[str]:
+                            tests: str | None = None, command_args: Sequence[str] = (),
+                            keyspace: int = 0) -> list[str]:
+    """`keyspace`: __rand_int__ in the command becomes a number below it."""
     cmd = [REDIS_BENCHMARK, "-h", HOST, "-p", str(port), "-c", str(clients),
            "-n", str(requests), "-q", "--csv"]
     if pipeline > 1:
         cmd += ["-P", str(pipeline)]
+    if keyspace:
+        cmd += ["-r", str(keyspace)]
     if tests:
         cmd += ["-t", tests]
     return cmd + list(command_args)

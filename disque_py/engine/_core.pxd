@@ -63,7 +63,7 @@ cdef enum:
     # Memory estimates (the maxmemory policy and INFO read them)
     JOB_MEMORY_OVERHEAD = 420      # bytes per job beyond its body
     QUEUE_MEMORY_OVERHEAD = 500    # bytes per queue
-    DEDUP_MEMORY_OVERHEAD = 360    # bytes per DEDUP key beyond the key itself
+    DEDUP_MEMORY_OVERHEAD = 170    # bytes per DEDUP key beyond the key itself
 
 
 # ------------------------------------------------------------------ job.pxi
@@ -131,23 +131,40 @@ cdef JobOptions priority_options(uint8_t priority)
 
 @cython.final
 cdef class DedupEntry:
-    cdef readonly bytes job_id
+    cdef PyObject* next_                   # the chain in its bucket (borrowed)
+    cdef uint64_t hash
+    cdef readonly bytes queue
+    cdef readonly bytes key
+    cdef char id_[40]
     cdef readonly int64_t until_ms
+    cdef bint live                         # in the table (the heap may outlast it)
 
 
 @cython.final
 cdef class DedupTable:
-    cdef dict _entries             # (queue, key) -> DedupEntry
-    cdef list _expiry              # heapq of (until ms, (queue, key))
+    cdef Partition* _parts
+    cdef Py_ssize_t _len
+    cdef PyObject** _heap                  # owned entries, a min-heap by until_ms
+    cdef Py_ssize_t _heap_len
+    cdef Py_ssize_t _heap_cap
     cdef public Py_ssize_t max_keys
     cdef readonly int64_t memory
     cdef public int64_t hits           # ADDJOBs answered with an earlier job's ID
     cdef public int64_t refused        # ... refused: the table was full
     cdef public int64_t dropped        # keys of copies not kept: the table was full
 
-    cdef bytes find(self, tuple qkey, int64_t now_ms)
-    cdef int64_t add(self, tuple qkey, bytes job_id, int64_t until_ms) except -1
-    cdef int64_t discard(self, tuple qkey, bytes job_id) except -1
+    cdef DedupEntry _find(self, bytes queue, bytes key, uint64_t h)
+    cdef DedupEntry find(self, bytes queue, bytes key, int64_t now_ms)
+    cdef int64_t add(self, bytes queue, bytes key, const char* job_id, int64_t until_ms,
+                     int64_t now_ms) except -1
+    cdef int64_t discard(self, bytes queue, bytes key, const char* job_id) except -1
+    cdef int _link(self, DedupEntry entry) except -1
+    cdef int _unlink(self, DedupEntry entry) except -1
+    cdef int _heap_push(self, DedupEntry entry) except -1
+    cdef DedupEntry _heap_pop(self)
+    cdef int _heap_grow(self) except -1
+    cdef int _compact_heap(self) except -1
+    cdef void _release(self) noexcept
 
 
 cdef Job make_job(const char* job_id, object queue, const char* body, Py_ssize_t body_len,

@@ -21,7 +21,7 @@
 # every key at a rewrite) and UNDEDUP records (a failed ADDJOB) carry the
 # rest. Expired keys are skipped when loaded.
 
-from cpython.dict cimport PyDict_Size
+from cpython.mem cimport PyMem_Realloc
 
 import heapq
 
@@ -31,126 +31,349 @@ DEFAULT_DEDUP_MAX_KEYS = 1000000
 DEDUP_TABLE_FULL = "DEDUP key table is full (dedup-max-keys %d)"
 
 
+# The table is the job table's shape (table.pxi): DEDUP_PARTITIONS small
+# chained hash tables threaded through the entries, and the windows' ends
+# in a binary heap kept in a C array; entries are untracked by the cyclic
+# GC. A dict keyed by (queue, key) tuples with a heapq beside it cost three
+# times a plain ADDJOB's instructions (the tuples fed the GC's young
+# generation, every collection walked the table); this costs a hash of the
+# key (cached in the bytes object, which the job's options keep), one
+# object and a heap push.
+
+cdef enum:
+    DEDUP_PARTITION_BITS = 8
+    DEDUP_PARTITIONS = 256
+    DEDUP_MIN_BUCKETS = 4
+    DEDUP_MAX_LOAD = 2
+    DEDUP_HEAP_MIN = 64
+
+
 @cython.final
 @cython.no_gc
 cdef class DedupEntry:
-    """The job a (queue, key) pair names, until the window's end."""
+    """The job a (queue, key) pair names, until the window's end. Never
+    changed once made: a new job for the pair gets a new entry."""
+
+    @property
+    def job_id(self):
+        return PyBytes_FromStringAndSize(self.id_, JOB_ID_LEN)
 
     def __repr__(self):
-        return "DedupEntry(%r, %d)" % (self.job_id, self.until_ms)
+        return "DedupEntry(%r, %r, %r, %d)" % (self.queue, self.key, self.job_id, self.until_ms)
 
 
-cdef inline int64_t _entry_memory(tuple qkey) noexcept:
-    return DEDUP_MEMORY_OVERHEAD + PyBytes_GET_SIZE(<object>PyTuple_GET_ITEM(qkey, 1))
+cdef inline uint64_t _pair_hash(bytes queue, bytes key) except? 0:
+    # Python's keyed hash of each (cached in the bytes objects): a client
+    # choosing keys cannot aim them at one chain.
+    return <uint64_t>hash(key) ^ (<uint64_t>hash(queue) * <uint64_t>0x9E3779B97F4A7C15)
+
+
+cdef inline int64_t _entry_memory(DedupEntry entry) noexcept:
+    return DEDUP_MEMORY_OVERHEAD + PyBytes_GET_SIZE(entry.key)
 
 
 @cython.final
 cdef class DedupTable:
-    """(queue, key) -> DedupEntry, with its windows' ends in a heap."""
+    """(queue, key) -> DedupEntry, with the windows' ends in a heap."""
+
+    def __cinit__(self):
+        self._parts = <Partition*>PyMem_Calloc(DEDUP_PARTITIONS, sizeof(Partition))
+        if self._parts == NULL:
+            raise MemoryError()
 
     def __init__(self, Py_ssize_t max_keys=DEFAULT_DEDUP_MAX_KEYS):
-        self._entries = {}
-        self._expiry = []
         self.max_keys = max_keys
 
+    def __dealloc__(self):
+        self._release()
+        PyMem_Free(self._parts)
+        self._parts = NULL
+
     def __len__(self):
-        return len(self._entries)
+        return self._len
 
-    @property
-    def full(self):
-        return len(self._entries) >= self.max_keys
+    # ------------------------------------------------------------- C API
 
-    cdef bytes find(self, tuple qkey, int64_t now_ms):
-        """The ID remembered for qkey, or None (also once its window ended)."""
-        found = self._entries.get(qkey)
-        if found is None or (<DedupEntry>found).until_ms <= now_ms:
+    cdef DedupEntry _find(self, bytes queue, bytes key, uint64_t h):
+        cdef Partition* part = &self._parts[h & (DEDUP_PARTITIONS - 1)]
+        cdef PyObject* entry
+        if part.buckets == NULL:
             return None
-        return (<DedupEntry>found).job_id
+        entry = part.buckets[(h >> DEDUP_PARTITION_BITS) & part.mask]
+        while entry != NULL:
+            if (<DedupEntry>entry).hash == h and (<DedupEntry>entry).key == key and \
+                    (<DedupEntry>entry).queue == queue:
+                return <DedupEntry>entry
+            entry = (<DedupEntry>entry).next_
+        return None
 
-    cdef int64_t add(self, tuple qkey, bytes job_id, int64_t until_ms) except -1:
-        """Remember qkey -> job_id; the memory it took (0: known already, or
-        the table is full). A key already held for another job keeps it: the
-        first job wins, as every holder heard of it first."""
+    cdef DedupEntry find(self, bytes queue, bytes key, int64_t now_ms):
+        """The entry for the pair, or None (also once its window ended)."""
+        cdef DedupEntry entry = self._find(queue, key, _pair_hash(queue, key))
+        if entry is None or entry.until_ms <= now_ms:
+            return None
+        return entry
+
+    cdef int64_t add(self, bytes queue, bytes key, const char* job_id, int64_t until_ms,
+                     int64_t now_ms) except -1:
+        """Remember the pair -> job_id; the memory it took (0: known already,
+        or the table is full). A pair still held for another job keeps it:
+        the first job wins, as every holder heard of it first."""
+        cdef uint64_t h = _pair_hash(queue, key)
+        cdef DedupEntry found = self._find(queue, key, h)
         cdef DedupEntry entry
-        found = self._entries.get(qkey)
         if found is not None:
-            entry = <DedupEntry>found
-            if entry.job_id == job_id and until_ms > entry.until_ms:
-                entry.until_ms = until_ms
-                heapq.heappush(self._expiry, (until_ms, qkey))
-            return 0
-        if PyDict_Size(self._entries) >= self.max_keys:
+            if found.until_ms > now_ms:
+                return 0
+            self._unlink(found)                  # ended, not swept yet: replaced
+        elif self._len >= self.max_keys:
             return 0
         entry = DedupEntry.__new__(DedupEntry)
-        entry.job_id = job_id
+        entry.hash = h
+        entry.queue = queue
+        entry.key = key
+        memcpy(entry.id_, job_id, JOB_ID_LEN)
         entry.until_ms = until_ms
-        self._entries[qkey] = entry
-        heapq.heappush(self._expiry, (until_ms, qkey))
-        self.memory += _entry_memory(qkey)
-        return _entry_memory(qkey)
-
-    cdef int64_t discard(self, tuple qkey, bytes job_id) except -1:
-        """Forget qkey if it names job_id; the memory freed."""
-        found = self._entries.get(qkey)
-        if found is None or (<DedupEntry>found).job_id != job_id:
+        self._link(entry)
+        self._heap_push(entry)
+        if found is not None:
             return 0
-        del self._entries[qkey]
-        self.memory -= _entry_memory(qkey)
-        return _entry_memory(qkey)
+        self.memory += _entry_memory(entry)
+        return _entry_memory(entry)
+
+    cdef int64_t discard(self, bytes queue, bytes key, const char* job_id) except -1:
+        """Forget the pair if it names job_id; the memory freed."""
+        cdef DedupEntry found = self._find(queue, key, _pair_hash(queue, key))
+        if found is None or memcmp(found.id_, job_id, JOB_ID_LEN) != 0:
+            return 0
+        self._unlink(found)
+        self.memory -= _entry_memory(found)
+        return _entry_memory(found)
+
+    cdef int _link(self, DedupEntry entry) except -1:
+        cdef Partition* part = &self._parts[entry.hash & (DEDUP_PARTITIONS - 1)]
+        cdef PyObject** slot
+        if part.buckets == NULL:
+            _resize_dedup(part, DEDUP_MIN_BUCKETS)
+        slot = &part.buckets[(entry.hash >> DEDUP_PARTITION_BITS) & part.mask]
+        Py_INCREF(entry)
+        entry.next_ = slot[0]
+        slot[0] = <PyObject*>entry
+        entry.live = True
+        part.count += 1
+        self._len += 1
+        if part.count > (part.mask + 1) * DEDUP_MAX_LOAD:
+            _resize_dedup(part, (part.mask + 1) * 2)
+        return 0
+
+    cdef int _unlink(self, DedupEntry entry) except -1:
+        cdef Partition* part = &self._parts[entry.hash & (DEDUP_PARTITIONS - 1)]
+        cdef PyObject** link = &part.buckets[(entry.hash >> DEDUP_PARTITION_BITS) & part.mask]
+        while link[0] != <PyObject*>entry:
+            link = &(<DedupEntry>link[0]).next_
+        link[0] = entry.next_
+        entry.next_ = NULL
+        entry.live = False
+        part.count -= 1
+        self._len -= 1
+        Py_DECREF(entry)          # the heap still holds one
+        if self._len * 2 + DEDUP_HEAP_MIN < self._heap_len:
+            self._compact_heap()  # discarded entries would wait for their window there
+        return 0
+
+    # The heap: owned references, ordered by until_ms.
+
+    cdef int _heap_push(self, DedupEntry entry) except -1:
+        cdef Py_ssize_t i = self._heap_len, parent
+        cdef PyObject** heap
+        if i == self._heap_cap:
+            self._heap_grow()
+        heap = self._heap
+        Py_INCREF(entry)
+        while i > 0:
+            parent = (i - 1) >> 1
+            if (<DedupEntry>heap[parent]).until_ms <= entry.until_ms:
+                break
+            heap[i] = heap[parent]
+            i = parent
+        heap[i] = <PyObject*>entry
+        self._heap_len += 1
+        return 0
+
+    cdef DedupEntry _heap_pop(self):
+        """The earliest entry, its reference handed to the caller."""
+        cdef PyObject** heap = self._heap
+        cdef DedupEntry first = <DedupEntry>heap[0]
+        cdef PyObject* last
+        cdef Py_ssize_t i = 0, child, n
+        self._heap_len -= 1
+        n = self._heap_len
+        last = heap[n]
+        while True:
+            child = 2 * i + 1
+            if child >= n:
+                break
+            if child + 1 < n and (<DedupEntry>heap[child + 1]).until_ms < \
+                    (<DedupEntry>heap[child]).until_ms:
+                child += 1
+            if (<DedupEntry>last).until_ms <= (<DedupEntry>heap[child]).until_ms:
+                break
+            heap[i] = heap[child]
+            i = child
+        heap[i] = last
+        Py_DECREF(first)          # the caller's typed variable holds its own
+        return first
+
+    cdef int _heap_grow(self) except -1:
+        cdef Py_ssize_t capacity = self._heap_cap * 2 if self._heap_cap else DEDUP_HEAP_MIN
+        cdef PyObject** grown = <PyObject**>PyMem_Realloc(self._heap, capacity * sizeof(PyObject*))
+        if grown == NULL:
+            raise MemoryError()
+        self._heap = grown
+        self._heap_cap = capacity
+        return 0
+
+    cdef int _compact_heap(self) except -1:
+        """Keep the live entries only, re-ordered (a discard made the heap
+        hold more dead entries than live ones)."""
+        cdef Py_ssize_t i, kept = 0, n = self._heap_len
+        cdef PyObject** heap = self._heap
+        live = []
+        for i in range(n):
+            if (<DedupEntry>heap[i]).live:
+                live.append(<object>heap[i])
+            Py_DECREF(<object>heap[i])
+        self._heap_len = 0
+        live.sort(key=_until)
+        for entry in live:
+            self._heap_push(<DedupEntry>entry)      # sorted: each push is one comparison
+        return 0
+
+    # -------------------------------------------------------- Python API
 
     def expire(self, int64_t now_ms, Py_ssize_t limit):
-        """Forget up to `limit` keys whose window ended; the memory freed."""
+        """Forget up to `limit` pairs whose window ended; the memory freed."""
         cdef int64_t freed = 0
-        cdef list heap = self._expiry
-        entries = self._entries
-        while heap and limit > 0 and <int64_t>heap[0][0] <= now_ms:
-            qkey = heapq.heappop(heap)[1]
+        cdef DedupEntry entry
+        while self._heap_len and limit > 0 and \
+                (<DedupEntry>self._heap[0]).until_ms <= now_ms:
+            entry = self._heap_pop()
             limit -= 1
-            found = entries.get(qkey)
-            if found is not None and (<DedupEntry>found).until_ms <= now_ms:
-                del entries[qkey]
-                freed += _entry_memory(qkey)
-        if len(heap) > 2 * len(entries) + 64:      # windows extended or keys discarded
-            self._expiry = [(entry.until_ms, qkey) for qkey, entry in entries.items()]
-            heapq.heapify(self._expiry)
+            if entry.live:
+                self._unlink(entry)
+                freed += _entry_memory(entry)
         self.memory -= freed
         return freed
 
     def next_due(self):
         """When the earliest window ends (ms), or None."""
-        return self._expiry[0][0] if self._expiry else None
+        return (<DedupEntry>self._heap[0]).until_ms if self._heap_len else None
 
     def lookup(self, bytes queue, bytes key, int64_t now_ms):
-        return self.find((queue, key), now_ms)
+        """The job ID the pair names now, or None."""
+        entry = self.find(queue, key, now_ms)
+        return None if entry is None else entry.job_id
 
     def items(self):
         """[(queue, key, job ID, window end ms)], a snapshot."""
-        return [(qkey[0], qkey[1], entry.job_id, entry.until_ms)
-                for qkey, entry in self._entries.items()]
+        cdef Py_ssize_t p
+        cdef uint32_t i
+        cdef PyObject* entry
+        cdef Partition* part
+        found = []
+        for p in range(DEDUP_PARTITIONS):
+            part = &self._parts[p]
+            if part.buckets == NULL:
+                continue
+            for i in range(part.mask + 1):
+                entry = part.buckets[i]
+                while entry != NULL:
+                    found.append(((<DedupEntry>entry).queue, (<DedupEntry>entry).key,
+                                  (<DedupEntry>entry).job_id, (<DedupEntry>entry).until_ms))
+                    entry = (<DedupEntry>entry).next_
+        return found
 
     def clear(self):
-        self._entries = {}
-        self._expiry = []
+        self._release()
         self.memory = 0
+
+    cdef void _release(self) noexcept:
+        cdef Py_ssize_t i
+        for i in range(DEDUP_PARTITIONS):
+            _release_dedup_partition(&self._parts[i])
+        for i in range(self._heap_len):
+            Py_DECREF(<object>self._heap[i])
+        PyMem_Free(self._heap)
+        self._heap = NULL
+        self._heap_len = self._heap_cap = 0
+        self._len = 0
+
+
+def _until(DedupEntry entry):
+    return entry.until_ms
+
+
+cdef int _resize_dedup(Partition* part, uint32_t size) except -1:
+    cdef PyObject** buckets = <PyObject**>PyMem_Calloc(size, sizeof(PyObject*))
+    cdef PyObject* entry
+    cdef PyObject* following
+    cdef PyObject** slot
+    cdef uint32_t i
+    if buckets == NULL:
+        raise MemoryError()
+    if part.buckets != NULL:
+        for i in range(part.mask + 1):
+            entry = part.buckets[i]
+            while entry != NULL:
+                following = (<DedupEntry>entry).next_
+                slot = &buckets[((<DedupEntry>entry).hash >> DEDUP_PARTITION_BITS) & (size - 1)]
+                (<DedupEntry>entry).next_ = slot[0]
+                slot[0] = entry
+                entry = following
+        PyMem_Free(part.buckets)
+    part.buckets = buckets
+    part.mask = size - 1
+    return 0
+
+
+cdef void _release_dedup_partition(Partition* part) noexcept:
+    cdef uint32_t i
+    cdef PyObject* entry
+    cdef PyObject* following
+    if part.buckets == NULL:
+        return
+    for i in range(part.mask + 1):
+        entry = part.buckets[i]
+        while entry != NULL:
+            following = (<DedupEntry>entry).next_
+            (<DedupEntry>entry).next_ = NULL
+            (<DedupEntry>entry).live = False
+            Py_DECREF(<object>entry)
+            entry = following
+    PyMem_Free(part.buckets)
+    part.buckets = NULL
+    part.mask = 0
+    part.count = 0
 
 
 cdef object dedup_duplicate(NodeCore node, bytes queue, bytes key, object client,
                             int64_t timeout_ms):
     """ADDJOB ... DEDUP key: None when the job is to be made; else the
-    earlier job's ID (bytes) to answer, or, while that job still waits for
-    its copies here, a Waiter: `client` parks until the same outcome (or
-    its own timeout). Raises -OOM when a new key would not fit."""
+    earlier job's DedupEntry (its ID is the answer), or, while that job
+    still waits for its copies here, a Waiter: `client` parks until the
+    same outcome (or its own timeout). Raises -OOM when a new key would not
+    fit."""
     cdef DedupTable table = node.dedup
     cdef int64_t now = node.now_ms()
+    cdef DedupEntry found = table.find(queue, key, now)
     cdef Job first
-    found = table.find((queue, key), now)
     if found is None:
-        if PyDict_Size(table._entries) >= table.max_keys:
+        if len(table) >= table.max_keys:
             table.refused += 1
             raise OutOfMemoryError(DEDUP_TABLE_FULL % table.max_keys)
         return None
     table.hits += 1
-    first = node.jobs.find(PyBytes_AS_STRING(found))
+    first = node.jobs.find(found.id_)
     if first is not None and first.state == WAIT_REPL:
         return node.follow_replication(first, client, now + timeout_ms if timeout_ms else 0)
     return found
@@ -166,10 +389,10 @@ cdef int dedup_remember(NodeCore node, Job job, bint log_it) except -1:
     options = <JobOptions>job.options_
     if options.dedup_key is None or options.dedup_until_ms <= node.now_ms():
         return 0
-    qkey = (<object>job.queue_, options.dedup_key)
-    added = node.dedup.add(qkey, job.id, options.dedup_until_ms)
+    added = node.dedup.add(<object>job.queue_, options.dedup_key, job.id_,
+                           options.dedup_until_ms, node.now_ms())
     if added == 0:
-        if node.dedup.find(qkey, node.now_ms()) is None:
+        if node.dedup.find(<object>job.queue_, options.dedup_key, node.now_ms()) is None:
             node.dedup.dropped += 1          # full
         return 0
     node.used_memory += added
@@ -188,7 +411,7 @@ cdef int dedup_forget(NodeCore node, Job job) except -1:
     options = <JobOptions>job.options_
     if options.dedup_key is None:
         return 0
-    freed = node.dedup.discard((<object>job.queue_, options.dedup_key), job.id)
+    freed = node.dedup.discard(<object>job.queue_, options.dedup_key, job.id_)
     if freed:
         node.used_memory -= freed
         if node.aof_enabled:

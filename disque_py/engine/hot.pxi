@@ -291,12 +291,12 @@ cdef int _addjob(HotCall call, ArgView* argv, Py_ssize_t argc) except -1:
 cdef int _answer_duplicate(HotCall call, object first) except -1:
     """An ADDJOB whose DEDUP key names an earlier job: its ID, as the first
     ADDJOB was answered, or the wait for that answer (dedup.pxi)."""
-    if type(first) is not bytes:
+    if type(first) is not DedupEntry:
         call.waiter = first
         call.overlaps = True
         return HOT_PARKED
     call.out.write(b"+", 1)
-    call.out.write(PyBytes_AS_STRING(first), JOB_ID_LEN)
+    call.out.write((<DedupEntry>first).id_, JOB_ID_LEN)
     return call.out.write(b"\r\n", 2)
 
 

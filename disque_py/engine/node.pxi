@@ -341,11 +341,13 @@ cdef class NodeCore:
     def restore_dedup(self, bytes queue, bytes key, bytes job_id, int64_t until_ms,
                       bint forget=False):
         """A DEDUP (or, with `forget`, UNDEDUP) record read from the AOF."""
-        qkey = (queue, key)
+        if not id_is_valid(PyBytes_AS_STRING(job_id), PyBytes_GET_SIZE(job_id)):
+            raise ValueError("not a job ID")
         if forget:
-            self.used_memory -= self.dedup.discard(qkey, job_id)
+            self.used_memory -= self.dedup.discard(queue, key, PyBytes_AS_STRING(job_id))
         elif until_ms > self.now_ms():
-            self.used_memory += self.dedup.add(qkey, job_id, until_ms)
+            self.used_memory += self.dedup.add(queue, key, PyBytes_AS_STRING(job_id), until_ms,
+                                               self.now_ms())
 
     def job_bytes(self, Job job, now_s=None, bytes peer=None):
         """A job's bytes with its options: for the AOF (now_s None) or for a
@@ -501,7 +503,7 @@ cdef class NodeCore:
         if options is not None and options.dedup_key is not None:
             first = dedup_duplicate(self, queue, options.dedup_key, client, timeout_ms)
             if first is not None:
-                return first
+                return first.job_id if type(first) is DedupEntry else first
             if not options.dedup_until_ms:
                 options.dedup_until_ms = self.now_ms() + ttl * 1000
         return self.create_job(queue, None, PyBytes_AS_STRING(body), PyBytes_GET_SIZE(body),

@@ -76,6 +76,16 @@ def test_a_window_ends_the_key_before_the_ttl_and_the_timer_frees_it(core):
     assert add(core).id != first.id
 
 
+def test_a_key_whose_window_ended_before_the_timer_ran_names_the_new_job(core):
+    add(core, window_s=1)
+    core.clock.advance(1000)                 # ended; no tick yet
+    second = add(core, window_s=60)
+    assert core.dedup.lookup(b"q", b"k", core.clock.now_ms()) == second.id
+    assert add(core) == second.id and len(core.dedup) == 1
+    core.tick()
+    assert add(core) == second.id
+
+
 def test_the_key_outlives_its_acknowledged_job(core):
     first = add(core)
     core.get_jobs([b"q"], 1)
@@ -191,3 +201,24 @@ def test_a_duplicate_of_a_first_addjob_whose_client_left_gets_norepl():
     net.call(0, "cancel_waiter", net.nodes[0].more(job).waiter)
     assert str(net.unblocked["retry"][0]) == FIRST_ADD_GONE
     assert net.nodes[0].blocked_clients == 0
+
+
+def test_the_table_survives_many_keys_windows_out_of_order_and_discards(core):
+    """The heap and the partitions under load: 5,000 keys with windows in a
+    scrambled order, a third discarded, then expiry in window order."""
+    table = core.dedup
+    windows = [(index * 7919) % 5000 + 1 for index in range(5000)]
+    jobs = {}
+    for index, window_s in enumerate(windows):
+        jobs[index] = add(core, b"k%d" % index, window_s=window_s)
+    for index in range(0, 5000, 3):
+        core.forget_dedup(jobs[index])
+    assert len(table) == 5000 - 1667
+    expected = sorted(window for index, window in enumerate(windows) if index % 3)
+    for window_s in expected[::500]:
+        core.clock.advance(START_MS + window_s * 1000 - core.clock.now_ms())
+        core.tick()
+        assert len(table) == len([w for w in expected if w > window_s])
+    live = table.items()
+    assert all(until > core.clock.now_ms() for _, _, _, until in live)
+    assert table.memory == sum(ENTRY_MEMORY + len(key) for _, key, _, _ in live)
