@@ -147,6 +147,9 @@ cdef class DedupTable:
     cdef PyObject** _heap                  # owned entries, a min-heap by until_ms
     cdef Py_ssize_t _heap_len
     cdef Py_ssize_t _heap_cap
+    # The key object ADDJOB just looked up and did not find: the add that
+    # follows at once skips the same search (reset by every add).
+    cdef object _absent
     cdef public Py_ssize_t max_keys
     cdef readonly int64_t memory
     cdef public int64_t hits           # ADDJOBs answered with an earlier job's ID

@@ -120,7 +120,7 @@ cdef class DedupTable:
         or the table is full). A pair still held for another job keeps it:
         the first job wins, as every holder heard of it first."""
         cdef uint64_t h = _pair_hash(queue, key)
-        cdef DedupEntry found = self._find(queue, key, h)
+        cdef DedupEntry found = None if self._absent is key else self._find(queue, key, h)
         cdef DedupEntry entry
         if found is not None:
             if found.until_ms > now_ms:
@@ -365,12 +365,14 @@ cdef object dedup_duplicate(NodeCore node, bytes queue, bytes key, object client
     fit."""
     cdef DedupTable table = node.dedup
     cdef int64_t now = node.now_ms()
-    cdef DedupEntry found = table.find(queue, key, now)
+    cdef DedupEntry found = table._find(queue, key, _pair_hash(queue, key))
     cdef Job first
-    if found is None:
-        if len(table) >= table.max_keys:
+    if found is None or found.until_ms <= now:
+        if table._len >= table.max_keys:
             table.refused += 1
             raise OutOfMemoryError(DEDUP_TABLE_FULL % table.max_keys)
+        # The job made next adds this very key object: its search is done.
+        table._absent = key if found is None else None
         return None
     table.hits += 1
     first = node.jobs.find(found.id_)
@@ -383,16 +385,20 @@ cdef int dedup_remember(NodeCore node, Job job, bint log_it) except -1:
     """Remember the key of a job that has one (`log_it`: in a DEDUP record
     too, for a job with no LOADJOB record here)."""
     cdef JobOptions options
-    cdef int64_t added
+    cdef int64_t added, now
     if job.options_ == NULL:
         return 0
     options = <JobOptions>job.options_
-    if options.dedup_key is None or options.dedup_until_ms <= node.now_ms():
+    if options.dedup_key is None:
+        return 0
+    now = node.now_ms()
+    if options.dedup_until_ms <= now:
         return 0
     added = node.dedup.add(<object>job.queue_, options.dedup_key, job.id_,
-                           options.dedup_until_ms, node.now_ms())
+                           options.dedup_until_ms, now)
+    node.dedup._absent = None
     if added == 0:
-        if node.dedup.find(<object>job.queue_, options.dedup_key, node.now_ms()) is None:
+        if node.dedup.find(<object>job.queue_, options.dedup_key, now) is None:
             node.dedup.dropped += 1          # full
         return 0
     node.used_memory += added
