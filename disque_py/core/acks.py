@@ -22,7 +22,8 @@ the collection below runs for the others.
 from __future__ import annotations
 
 from disque_py.cluster import messages as msg
-from disque_py.core.job import ACKED, GC_RETRY_COUNT_MAX, Job, new_job, ttl_minutes_from_id
+from disque_py.core.job import (ACKED, FLAG_PROMISED, GC_RETRY_COUNT_MAX, Job, new_job,
+                                ttl_minutes_from_id)
 
 
 class AcksMixin:
@@ -113,5 +114,8 @@ class AcksMixin:
         job = self.jobs.get(job_id)
         if job is not None:
             if mflags & msg.MSG_ABANDONED:
+                if job.flags & FLAG_PROMISED and job.state != ACKED:
+                    self.keep_promised(job)
+                    return
                 self.forget_dedup(job)
             self.unregister(job)

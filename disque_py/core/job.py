@@ -32,6 +32,7 @@ FLAG_BCAST_WILLQUEUE = CONSTANTS["FLAG_BCAST_WILLQUEUE"]  # tell others before r
 FLAG_DELIVERED = CONSTANTS["FLAG_DELIVERED"]              # handed to a consumer here
 FLAG_COUNTED = CONSTANTS["FLAG_COUNTED"]                  # its next re-queue is counted
 FLAG_BACKED_OFF = CONSTANTS["FLAG_BACKED_OFF"]            # BACKOFF pushed its retry back
+FLAG_PROMISED = CONSTANTS["FLAG_PROMISED"]                # its ID answered a duplicate ADDJOB
 DEAD_NONE = CONSTANTS["DEAD_NONE"]
 
 JOB_ID_LEN = CONSTANTS["JOB_ID_LEN"]

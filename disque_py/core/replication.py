@@ -118,6 +118,18 @@ class ReplicationMixin:
         else:
             self.abandon_replication(waiter.job, NoReplError(TIMEOUT_BEFORE_COPIES))
 
+    def keep_promised(self, job: Job) -> None:
+        """The producer gave up on `job` (DELJOB flagged MSG_ABANDONED), but
+        this holder already answered a duplicate ADDJOB with its ID: it
+        keeps the job as its only holder, queues it, and copies it again up
+        to its REPLICATE (the other copies are being deleted)."""
+        job.delivered = (self.id,)
+        if job.state != QUEUED:
+            self.enqueue(job)
+        if job.repl > 1:
+            self.replicate(job, job.repl - 1, noreply=True)
+        self.persist_job(job)
+
     def follow_replication(self, job: Job, client, deadline_ms: int) -> Waiter:
         """Park a duplicate ADDJOB (its DEDUP key names `job`, which still
         waits for its copies) until the first one's answer or its own

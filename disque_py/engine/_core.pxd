@@ -22,7 +22,8 @@ cdef enum:
     # ... local ones (never sent to a peer), for the options of options.pxi
     FLAG_COUNTED = 16              # the next re-queue was counted already (a delayed NACK)
     FLAG_BACKED_OFF = 32           # its retry timeout was pushed back once by BACKOFF
-    LOCAL_FLAGS = 4 | 16 | 32
+    FLAG_PROMISED = 64             # its ID answered a duplicate ADDJOB here (dedup.pxi)
+    LOCAL_FLAGS = 4 | 16 | 32 | 64
     # Job options (options.pxi)
     DEAD_NONE = 0
     DEAD_MAX_DELIVERIES = 1

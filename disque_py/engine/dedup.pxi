@@ -11,7 +11,10 @@
 #     ends at an absolute time (unix ms) every holder agrees on;
 #   * a key is forgotten before its window ends only when the ADDJOB that
 #     made it failed (NOREPL: the job is deleted from every node that may
-#     have a copy), so a retry can try again;
+#     have a copy), so a retry can try again; but a holder that already
+#     answered a retry with the job's ID (a copy is all it knows of the
+#     first ADDJOB's fate) keeps that promise: it keeps the job, queues it
+#     and copies it again (FLAG_PROMISED, core/replication.py);
 #   * the table is bounded: dedup-max-keys keys, each counted in
 #     used_memory; a full table refuses new keys (ADDJOB gets -OOM, a copy
 #     from a peer is kept without its key and counted in `dropped`).
@@ -376,8 +379,10 @@ cdef object dedup_duplicate(NodeCore node, bytes queue, bytes key, object client
         return None
     table.hits += 1
     first = node.jobs.find(found.id_)
-    if first is not None and first.state == WAIT_REPL:
-        return node.follow_replication(first, client, now + timeout_ms if timeout_ms else 0)
+    if first is not None:
+        if first.state == WAIT_REPL:
+            return node.follow_replication(first, client, now + timeout_ms if timeout_ms else 0)
+        first.flags |= FLAG_PROMISED
     return found
 
 

@@ -239,6 +239,19 @@ def queued_on(cluster, job_id, indexes=None) -> list[int]:
     return [i for i, state in states(cluster, job_id, indexes).items() if state == "queued"]
 
 
+def jobs_in_queue(proc: ServerProcess, queue) -> dict[bytes, str]:
+    """{job ID: state} for every job of `queue` this node knows (JSCAN)."""
+    cursor, found = b"0", {}
+    while True:
+        cursor, items = call(proc, "JSCAN", cursor, "COUNT", 1000, "QUEUE", queue,
+                             "REPLY", "ALL")
+        for item in items:
+            fields = dict(zip(item[::2], item[1::2]))
+            found[fields[b"id"]] = fields[b"state"].decode()
+        if cursor == b"0":
+            return found
+
+
 def qlen(proc: ServerProcess, queue) -> int:
     return call(proc, "QLEN", queue)
 

@@ -33,8 +33,8 @@ import uuid
 
 import pytest
 
-from tests.cluster.harness import (MARGIN_S, call, fail_deadline_s, poll, qlen, queued_on, show,
-                                   states)
+from tests.cluster.harness import (MARGIN_S, call, fail_deadline_s, jobs_in_queue, poll, qlen,
+                                   queued_on, show, states)
 from tests.support import encode_command
 
 RETRY_S = 1
@@ -51,19 +51,6 @@ EXPIRED_NOREPL = (b"-NOREPL job removed (expired?) before the requested replicat
 
 
 # ------------------------------------------------------------------ helpers
-
-def jobs_in_queue(proc, queue) -> dict[bytes, str]:
-    """{job ID: state} for every job of `queue` this node knows (JSCAN)."""
-    cursor, found = b"0", {}
-    while True:
-        cursor, items = call(proc, "JSCAN", cursor, "COUNT", 1000, "QUEUE", queue,
-                             "REPLY", "ALL")
-        for item in items:
-            info = dict(zip(item[::2], item[1::2]))
-            found[info[b"id"]] = info[b"state"].decode()
-        if cursor == b"0":
-            return found
-
 
 def raw_reply(proc, *args) -> bytes:
     client = proc.raw()

@@ -222,3 +222,23 @@ def test_the_table_survives_many_keys_windows_out_of_order_and_discards(core):
     live = table.items()
     assert all(until > core.clock.now_ms() for _, _, _, until in live)
     assert table.memory == sum(ENTRY_MEMORY + len(key) for _, key, _, _ in live)
+
+
+def test_a_holder_that_answered_a_retry_keeps_the_job_its_producer_gave_up():
+    """The retry reached a holder while the first ADDJOB still waited at its
+    producer, which then failed: the ID the holder gave must name a job
+    that lives on (helper-13's reproduction, on the simulated network)."""
+    net = SimNet(3, seed=13)
+    net.drop_rule = lambda m: m.kind == msg.GOTJOB and m.src == 2
+    job = net.add_job(0, repl=3, client="first", timeout_ms=500,
+                      options=JobOptions(dedup_key=b"k"))
+    assert net.run_until(lambda: net.nodes[1].lookup(job.id) is not None, 100)
+    assert net.add_job(1, repl=3, client="retry", options=JobOptions(dedup_key=b"k")) == job.id
+    assert net.run_until(lambda: "first" in net.unblocked, 2000)
+    assert isinstance(net.unblocked["first"][0], NoReplError)
+    net.drop_rule = None
+    net.run_for(1000)
+    assert len(net.copies(job.id)) == 3                 # copied again up to REPLICATE 3
+    now = net.clock.now_ms()
+    assert all(node.dedup.lookup(b"q", b"k", now) == job.id for node in net.nodes)
+    assert [taken.id for taken in net.get_jobs(1, b"q")] == [job.id]
