@@ -3,9 +3,10 @@
 A Rewrite walks the jobs table partition by partition, a slice per loop
 turn, writing a LOADJOB record for every active or queued job into a
 temporary file next to the AOF, then a DEDUP record for every DEDUP key
-the node remembered when the rewrite started (a key outlives its job). Records appended meanwhile also go to its
-buffer (AofWriter.append does that), so whatever happens during the walk is
-replayed after the snapshot: a job created meanwhile may appear twice
+the node remembered when the rewrite started (a key outlives its job).
+Records appended meanwhile also go to its buffer (AofWriter.append does
+that), so whatever happens during the walk is replayed after the
+snapshot: a job created meanwhile may appear twice
 (loading ignores the second), a job deleted meanwhile is deleted again by
 its DELJOB. finish() appends the buffer, fsyncs, renames the file over the
 AOF and fsyncs the directory: a crash at any point leaves either the old

@@ -105,6 +105,7 @@ def test_a_replica_and_a_restart_keep_the_priority(core):
 def test_a_block_with_an_impossible_priority_is_refused(core, priority):
     job = add(core, 9)
     record = deserialize_job(core.job_bytes(job))
-    bad = serialize_record(record._replace(options=record.options[:6] + (priority,) + record.options[7:]))
+    options = record.options[:6] + (priority,) + record.options[7:]
+    bad = serialize_record(record._replace(options=options))
     with pytest.raises(ValueError):
         deserialize_job(bad)
