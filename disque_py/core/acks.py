@@ -115,7 +115,7 @@ class AcksMixin:
         if job is not None:
             if mflags & msg.MSG_ABANDONED:
                 if job.flags & FLAG_PROMISED and job.state != ACKED:
-                    self.keep_promised(job)
+                    self.keep_promised(job, sender)
                     return
                 self.forget_dedup(job)
             self.unregister(job)

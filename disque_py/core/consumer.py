@@ -63,7 +63,7 @@ class ConsumerMixin:
     def cancel_waiter(self, waiter: Waiter) -> None:
         """The parked client went away: drop its wait without answering."""
         if waiter.kind == JOB_REPLICATION and waiter.active:
-            self.abandon_replication(waiter.job, None)
+            self.abandon_replication(waiter.job, None, keep_promised=True)
         else:
             self.forget_waiter(waiter)
 

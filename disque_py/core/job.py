@@ -33,6 +33,7 @@ FLAG_DELIVERED = CONSTANTS["FLAG_DELIVERED"]              # handed to a consumer
 FLAG_COUNTED = CONSTANTS["FLAG_COUNTED"]                  # its next re-queue is counted
 FLAG_BACKED_OFF = CONSTANTS["FLAG_BACKED_OFF"]            # BACKOFF pushed its retry back
 FLAG_PROMISED = CONSTANTS["FLAG_PROMISED"]                # its ID answered a duplicate ADDJOB
+FLAG_CONFIRMED = CONSTANTS["FLAG_CONFIRMED"]              # seen at its REPLICATE level here
 DEAD_NONE = CONSTANTS["DEAD_NONE"]
 
 JOB_ID_LEN = CONSTANTS["JOB_ID_LEN"]
@@ -94,6 +95,10 @@ class JobRecord(NamedTuple):
     body: bytes | None
     delivered: tuple
     options: tuple | None = None      # JobOptions.fields(), for a job that has them
+
+
+# Where fields() puts the DEDUP pair (engine/options.pxi).
+DEDUP_KEY_FIELD, DEDUP_UNTIL_FIELD, DEDUP_QUEUE_FIELD = 7, 8, 9
 
 
 def serialize_record(record: JobRecord) -> bytes:

@@ -25,8 +25,8 @@ from disque_py.core.consumer import ConsumerMixin
 from disque_py.core.effects import Unblock
 from disque_py.core.federation import FederationMixin, FederationStats
 from disque_py.core.healing import HealingMixin
-from disque_py.core.job import (ACKED, ACTIVE, FLAG_BCAST_WILLQUEUE,
-                                GONE_EXPIRED, QUEUED,
+from disque_py.core.job import (ACKED, ACTIVE, DEDUP_KEY_FIELD, DEDUP_QUEUE_FIELD,
+                                DEDUP_UNTIL_FIELD, FLAG_BCAST_WILLQUEUE, GONE_EXPIRED, QUEUED,
                                 QUEUE_MEMORY_OVERHEAD, WILLQUEUE_ADVANCE_MS, Job, JobExtra)
 from disque_py.core.peers import PeersMixin, new_tuple
 from disque_py.core.memory import MemoryPolicyMixin
@@ -57,6 +57,7 @@ class Node(NodeCore, MemoryPolicyMixin, ConsumerMixin, PatternConsumerMixin, Ack
         self.maxmemory = DEFAULT_MAXMEMORY
         self._evict_cursor = 0
         self._graveyard: list = []               # flushed job tables, freed in slices
+        self.confirming: dict = {}               # copies promised to duplicate ADDJOBs
         # Cluster view; the membership layer keeps it current (set_cluster_view).
         self.known_peers: set[bytes] = set()     # every other node past handshake
         self.reachable: list[bytes] = []         # peers we can talk to now
@@ -85,6 +86,7 @@ class Node(NodeCore, MemoryPolicyMixin, ConsumerMixin, PatternConsumerMixin, Ack
         or queued again when `enqueue` (a controlled restart) and it was."""
         now = self.clock.now_ms()
         if record.etime * 1000 <= now:
+            self._restore_key_of_expired(record)
             return False
         known = self.jobs.get(record.id)
         if known is not None:
@@ -105,6 +107,15 @@ class Node(NodeCore, MemoryPolicyMixin, ConsumerMixin, PatternConsumerMixin, Ack
             self.enqueue(job)
         return True
 
+    def _restore_key_of_expired(self, record) -> None:
+        """A job gone by TTL whose DEDUP window (WINDOW beyond its TTL) is
+        still open: its key outlives it, here too."""
+        options = record.options
+        if options is not None and options[DEDUP_KEY_FIELD] is not None:
+            queue = options[DEDUP_QUEUE_FIELD] or record.queue
+            self.restore_dedup(queue, options[DEDUP_KEY_FIELD], record.id,
+                               options[DEDUP_UNTIL_FIELD])
+
     # ------------------------------------------------------------- timers
 
     def next_wakeup(self) -> int | None:
@@ -114,7 +125,7 @@ class Node(NodeCore, MemoryPolicyMixin, ConsumerMixin, PatternConsumerMixin, Ack
             return now
         candidates = [self.schedule.next_due(), self.deadlines.next_due(),
                       self.dedup.next_due()]
-        if self.replicating:
+        if self.replicating or self.confirming:
             candidates.append(now + REPLICATION_RETRY_MS)
         if self._heal_left or self._heal_pending or self._heal_watch_heap:
             candidates.append(self.heal_next_due())
@@ -131,6 +142,8 @@ class Node(NodeCore, MemoryPolicyMixin, ConsumerMixin, PatternConsumerMixin, Ack
                 self.release(waiter, TIMED_OUT)
         if self.replicating:
             self.tick_replication(now)
+        if self.confirming:
+            self.tick_promises(now)
         dedup_due = self.dedup.next_due()
         if dedup_due is not None and dedup_due <= now:
             self.used_memory -= self.dedup.expire(now, limit)
@@ -215,13 +228,14 @@ class Node(NodeCore, MemoryPolicyMixin, ConsumerMixin, PatternConsumerMixin, Ack
         self.release_completion_waits_flushed()
         for job in list(self.replicating):      # producers waiting for copies
             self.abandon_replication(job, NoReplError(REMOVED_BEFORE_COPIES))
+        self.extras.clear()
+        self.tick_promises(self.clock.now_ms())   # duplicates awaiting a promise round
         old_jobs, old_queues = self.jobs, self.queues
         self.schedule.clear()
         for q in old_queues.values():
             q.jobs.clear()
             q.live = False
         self.jobs = JobTable()
-        self.extras.clear()
         self.queues = ScanTable(QUEUE_TABLE_PARTITIONS)
         self.queues_version += 1
         self.forget_patterns()

@@ -21,12 +21,13 @@ from __future__ import annotations
 
 from disque_py.cluster import messages as msg
 from disque_py.core.effects import ToPeer
-from disque_py.core.job import (ACTIVE, FLAG_BCAST_QUEUED, FLAG_BCAST_WILLQUEUE, QUEUED,
+from disque_py.core.job import (ACKED, ACTIVE, FLAG_BCAST_QUEUED, FLAG_BCAST_WILLQUEUE,
+                                FLAG_CONFIRMED, FLAG_PROMISED, QUEUED,
                                 TIME_ERROR_MS, WAIT_REPL, Job, deserialize_jobs, new_job,
                                 serialize_job)
 from disque_py.core.peers import new_tuple
 from disque_py.core.waiters import DUPLICATE_ADD, JOB_REPLICATION, Waiter
-from disque_py.engine import PAUSED_IN
+from disque_py.engine import PAUSED_IN, REMOVED_BEFORE_COPIES
 from disque_py.errors import NoReplError
 
 REPLICATION_RETRY_MS = 50
@@ -74,6 +75,7 @@ class ReplicationMixin:
         """Enough copies: answer the producer, queue the job (here, unless
         every copy is external). False if the job left this node."""
         job.state = ACTIVE
+        job.flags |= FLAG_CONFIRMED
         self.replicating.pop(job, None)
         extra = self.more(job)
         waiter, extra.waiter = extra.waiter, None
@@ -94,16 +96,23 @@ class ReplicationMixin:
         self.persist_job(job)
         return True
 
-    def abandon_replication(self, job: Job, outcome) -> None:
+    def abandon_replication(self, job: Job, outcome, keep_promised: bool = False) -> None:
         """Give up waiting for copies: delete the job everywhere (best
-        effort) and answer the producer with `outcome` (None: it is gone)."""
+        effort) and answer the producer with `outcome` (None: it is gone).
+        With `keep_promised`, a job a holder promised to a duplicate ADDJOB
+        (DEDUP) stays, as an ordinary job: only this ADDJOB failed."""
         self.replicating.pop(job, None)
         extra = self.more(job)
         waiter, extra.waiter = extra.waiter, None
         job.state = ACTIVE
-        self.send_to(job.delivered, msg.DELJOB, (job.id, 0), msg.MSG_ABANDONED)
-        self.forget_dedup(job)
-        self.unregister(job)
+        if keep_promised and job.flags & FLAG_PROMISED:
+            extra.confirmed = None
+            self.enqueue(job)
+            self.persist_job(job)
+        else:
+            self.send_to(job.delivered, msg.DELJOB, (job.id, 0), msg.MSG_ABANDONED)
+            self.forget_dedup(job)
+            self.unregister(job)
         if waiter is not None:
             if outcome is None:
                 self.forget_waiter(waiter)
@@ -116,19 +125,72 @@ class ReplicationMixin:
         if waiter.kind == DUPLICATE_ADD:       # the first ADDJOB still waits
             self.release(waiter, NoReplError(TIMEOUT_BEFORE_COPIES))
         else:
-            self.abandon_replication(waiter.job, NoReplError(TIMEOUT_BEFORE_COPIES))
+            self.abandon_replication(waiter.job, NoReplError(TIMEOUT_BEFORE_COPIES), True)
 
-    def keep_promised(self, job: Job) -> None:
+    def keep_promised(self, job: Job, producer: bytes) -> None:
         """The producer gave up on `job` (DELJOB flagged MSG_ABANDONED), but
-        this holder already answered a duplicate ADDJOB with its ID: it
-        keeps the job as its only holder, queues it, and copies it again up
-        to its REPLICATE (the other copies are being deleted)."""
-        job.delivered = (self.id,)
+        its ID was promised to a duplicate ADDJOB: this holder keeps it
+        (the other promised holders too), queues it, and copies it again
+        if too few holders are left."""
+        job.delivered = tuple(node_id for node_id in job.delivered if node_id != producer)
         if job.state != QUEUED:
             self.enqueue(job)
-        if job.repl > 1:
-            self.replicate(job, job.repl - 1, noreply=True)
+        missing = job.repl - len(job.delivered)
+        if missing > 0:
+            self.replicate(job, missing, noreply=True)
         self.persist_job(job)
+
+    def confirm_copies(self, job: Job, client, deadline_ms: int, copies: int) -> Waiter:
+        """A duplicate ADDJOB found a copy here whose first ADDJOB's fate
+        this node does not know: it gets the ID once `copies` nodes (its own
+        REPLICATE, at most the job's) hold a copy, confirmed as a first
+        ADDJOB's are (GOTJOB), asked by REPLJOB flagged MSG_PROMISED so that
+        each keeps its copy if that first ADDJOB fails. A duplicate that
+        joins a round under way asks again (frames may have been lost); its
+        own timeout gives NOREPL."""
+        job.flags |= FLAG_PROMISED
+        waiter = self.follow_replication(job, client, deadline_ms)
+        waiter.copies = copies
+        extra = self.more(job)
+        if extra.confirmed is None:
+            extra.confirmed = {self.id}
+        missing = job.repl - len(job.delivered)
+        self.replicate(job, missing if missing > 0 else 0, noreply=False, promised=True)
+        extra.repl_added_at = self.clock.now_ms()
+        self.confirming[job] = extra
+        return waiter
+
+    def tick_promises(self, now: int) -> None:
+        """Promise rounds still short of copies ask one more node, as
+        replication does; a round nobody waits for any more ends, and one
+        whose job left this node answers its duplicates (the ID if it was
+        acknowledged, else NOREPL)."""
+        wait = max(REPLICATION_RETRY_MS, RTT_RETRY_FACTOR * self.repl_rtt_ms)
+        for job, extra in list(self.confirming.items()):
+            if self.extras.get(job) is not extra:
+                del self.confirming[job]
+                self._release_followers(extra, job.id if job.state == ACKED else
+                                        NoReplError(REMOVED_BEFORE_COPIES))
+            elif not extra.followers or extra.confirmed is None:
+                del self.confirming[job]
+                extra.confirmed = None
+            elif now - extra.repl_added_at >= wait:
+                self.replicate(job, 1, noreply=False, promised=True)
+                extra.repl_added_at = now
+
+    def promise_progress(self, job: Job, extra) -> None:
+        """One more copy confirmed in a promise round: the duplicates that
+        asked for that many get the ID; at the job's REPLICATE level (or
+        with nobody left waiting) the round ends."""
+        confirmed = len(extra.confirmed)
+        for waiter in [w for w in extra.followers if w.copies <= confirmed]:
+            self.release(waiter, job.id)
+        if confirmed >= job.repl:
+            job.flags |= FLAG_CONFIRMED
+            self._release_followers(extra, job.id)
+        if not extra.followers:
+            extra.confirmed = None
+            self.confirming.pop(job, None)
 
     def follow_replication(self, job: Job, client, deadline_ms: int) -> Waiter:
         """Park a duplicate ADDJOB (its DEDUP key names `job`, which still

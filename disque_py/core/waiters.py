@@ -34,7 +34,7 @@ DONE = "done"
 
 class Waiter:
     __slots__ = ("client", "kind", "queues", "pattern", "withcounters", "deadline", "job",
-                 "active", "seq")
+                 "active", "seq", "copies")
 
     def __init__(self, client, kind: int, deadline_ms: int) -> None:
         self.client = client
@@ -46,6 +46,7 @@ class Waiter:
         self.job = None
         self.active = True
         self.seq = 0
+        self.copies = 0                   # DUPLICATE_ADD: the confirmed copies it waits for
 
 
 class Deadlines:

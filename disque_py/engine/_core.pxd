@@ -22,8 +22,9 @@ cdef enum:
     # ... local ones (never sent to a peer), for the options of options.pxi
     FLAG_COUNTED = 16              # the next re-queue was counted already (a delayed NACK)
     FLAG_BACKED_OFF = 32           # its retry timeout was pushed back once by BACKOFF
-    FLAG_PROMISED = 64             # its ID answered a duplicate ADDJOB here (dedup.pxi)
-    LOCAL_FLAGS = 4 | 16 | 32 | 64
+    FLAG_PROMISED = 64             # its ID answered a duplicate ADDJOB (dedup.pxi)
+    FLAG_CONFIRMED = 128           # this node saw it reach its REPLICATE level
+    LOCAL_FLAGS = 4 | 16 | 32 | 64 | 128
     # Job options (options.pxi)
     DEAD_NONE = 0
     DEAD_MAX_DELIVERIES = 1
@@ -118,6 +119,7 @@ cdef class JobOptions:
     cdef public object origin              # a dead job's queue before, or None
     cdef public object dedup_key           # ADDJOB ... DEDUP key: bytes, or None
     cdef public int64_t dedup_until_ms     # ... its window's end (unix ms)
+    cdef public object dedup_queue         # ... its ADDJOB's queue once the job moved, or None
 
     cdef bint dead_letter_due(self, Job job) noexcept
     cdef bytes dead_queue(self, Job job)
@@ -148,19 +150,16 @@ cdef class DedupTable:
     cdef PyObject** _heap                  # owned entries, a min-heap by until_ms
     cdef Py_ssize_t _heap_len
     cdef Py_ssize_t _heap_cap
-    # The key object ADDJOB just looked up and did not find: the add that
-    # follows at once skips the same search (reset by every add).
-    cdef object _absent
     cdef public Py_ssize_t max_keys
     cdef readonly int64_t memory
     cdef public int64_t hits           # ADDJOBs answered with an earlier job's ID
     cdef public int64_t refused        # ... refused: the table was full
     cdef public int64_t dropped        # keys of copies not kept: the table was full
 
-    cdef DedupEntry _find(self, bytes queue, bytes key, uint64_t h)
+    cdef DedupEntry _find(self, bytes queue, bytes key, uint64_t h, const char* job_id)
     cdef DedupEntry find(self, bytes queue, bytes key, int64_t now_ms)
     cdef int64_t add(self, bytes queue, bytes key, const char* job_id, int64_t until_ms,
-                     int64_t now_ms) except -1
+                     bint fresh) except -1
     cdef int64_t discard(self, bytes queue, bytes key, const char* job_id) except -1
     cdef int _link(self, DedupEntry entry) except -1
     cdef int _unlink(self, DedupEntry entry) except -1

@@ -7,7 +7,7 @@
 # around them (waiting for copies, asking one more node, giving up,
 # queueing once the copies exist) stays in Python there.
 
-from disque_py.cluster.messages import GOTJOB, MSG_NOREPLY, MSG_REVISED, REPLJOB
+from disque_py.cluster.messages import GOTJOB, MSG_NOREPLY, MSG_PROMISED, MSG_REVISED, REPLJOB
 from disque_py.core.effects import ToPeer
 
 cdef enum:
@@ -20,13 +20,14 @@ cdef inline object _to_peer(bytes node_id, int kind, object item, int mflags):
     return _new_tuple(ToPeer, (node_id, kind, item, mflags))
 
 
-cdef int64_t copies_replicate(NodeCore node, Job job, int64_t count, bint noreply) except -1:
+cdef int64_t copies_replicate(NodeCore node, Job job, int64_t count, bint noreply,
+                              bint promised=False) except -1:
     """Add up to `count` new holders, chosen at random among the linked
-    peers, and (re)send REPLJOB to every holder that has not confirmed.
-    Returns how many holders were added."""
+    peers, and (re)send REPLJOB to every holder that has not confirmed
+    (`promised`: flagged MSG_PROMISED). Returns how many holders were added."""
     cdef tuple delivered = <tuple>job.delivered_
     cdef int64_t added = 0
-    cdef int mflags = MSG_NOREPLY if noreply else 0
+    cdef int mflags = (MSG_NOREPLY if noreply else 0) | (MSG_PROMISED if promised else 0)
     if count > 0:
         candidates = [peer for peer in node.reachable if peer not in delivered]
         if len(candidates) > count:
@@ -86,6 +87,8 @@ cdef int copies_on_repljob(NodeCore node, bytes sender, int mflags, list jobs) e
         job = node.jobs.find(wire.id)
         if job is not None:
             copies_learn_holders(node, job, wire.nodes, wire.node_count)
+            if mflags & MSG_PROMISED:
+                job.flags |= FLAG_PROMISED
             if mflags & MSG_REVISED:
                 copies_revise(node, job, &wire, options, now)
             elif options is not None and options.dead_reason != DEAD_NONE:
@@ -97,6 +100,8 @@ cdef int copies_on_repljob(NodeCore node, bytes sender, int mflags, list jobs) e
             if q is not None and (<Queue>q).flags & PAUSED_IN:
                 continue
             job = copies_adopt(node, &wire, options, q, now, ACTIVE, True)
+            if mflags & MSG_PROMISED:
+                job.flags |= FLAG_PROMISED
         if reply:
             append(_to_peer(sender, GOTJOB, (job.id, 0), 0))
     return 0
@@ -180,10 +185,15 @@ cdef int copies_learn_holders(NodeCore node, Job job, const char* nodes,
 cdef int copies_on_gotjob(NodeCore node, bytes sender, bytes job_id) except -1:
     """GOTJOB: one more confirmed copy; enough of them answer the producer."""
     job = node.jobs.get(job_id)
-    if job is None or (<Job>job).state != WAIT_REPL:
+    if job is None or (<Job>job).state == ACKED:
         return 0
     extra = node.extras.get(job)
     if extra is None:
+        return 0
+    if (<Job>job).state != WAIT_REPL:        # a promise round (dedup.pxi), or nothing
+        if extra.followers and extra.confirmed is not None:
+            extra.confirmed.add(sender)
+            node.promise_progress(job, extra)
         return 0
     node.repl_rtt_ms += (node.now_ms() - extra.repl_added_at - node.repl_rtt_ms) / RTT_SMOOTHING
     confirmed = extra.confirmed

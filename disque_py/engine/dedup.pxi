@@ -1,21 +1,31 @@
 # Idempotent producers: ADDJOB ... DEDUP key [WINDOW seconds].
 #
-# A node remembers, per (queue, key), the ID of the first job added with
-# that key until the key's window ends; an ADDJOB with a remembered key
-# answers that ID instead of making a job. The rules it keeps:
+# A node remembers, per job made with a DEDUP key, its (queue, key) until
+# the key's window ends; an ADDJOB with a remembered pair answers that
+# job's ID instead of making a job. The rules it keeps:
 #
 #   * every node that holds a copy of the job remembers its key (the key
 #     travels in the job's options, options.pxi), and so does the node that
 #     received the ADDJOB, even when it keeps no copy;
+#   * the pair is the ADDJOB's queue and key, wherever the job moves later
+#     (dead-lettered, QREQUEUE TO: options.dedup_queue keeps that queue);
+#   * two jobs with one pair (a retry that reached a node that knew neither,
+#     then copies of both) are both remembered, each until its own window
+#     ends: a duplicate gets the one whose window ends last;
 #   * a key outlives its job (acked, expired): it lasts its window, which
 #     ends at an absolute time (unix ms) every holder agrees on;
+#   * an ID is answered only for a job this node saw reach its REPLICATE
+#     level (FLAG_CONFIRMED: it made it, or it is acked); a holder with a
+#     copy, which knows nothing of the first ADDJOB's fate, first asks the
+#     job's holders to confirm their copies, as a first ADDJOB would
+#     (REPLJOB flagged MSG_PROMISED, core/replication.py: confirm_copies),
+#     and while the first ADDJOB still waits here, the duplicate waits for
+#     its outcome;
 #   * a key is forgotten before its window ends only when the ADDJOB that
 #     made it failed (NOREPL: the job is deleted from every node that may
-#     have a copy), so a retry can try again; but a holder that already
-#     answered a retry with the job's ID (a copy is all it knows of the
-#     first ADDJOB's fate) keeps that promise: it keeps the job, queues it
-#     and copies it again (FLAG_PROMISED, core/replication.py);
-#   * the table is bounded: dedup-max-keys keys, each counted in
+#     have a copy), so a retry can try again; but a node whose copy was
+#     promised to a duplicate (FLAG_PROMISED) keeps the job then;
+#   * the table is bounded: dedup-max-keys entries, each counted in
 #     used_memory; a full table refuses new keys (ADDJOB gets -OOM, a copy
 #     from a peer is kept without its key and counted in `dropped`).
 #
@@ -97,39 +107,49 @@ cdef class DedupTable:
 
     # ------------------------------------------------------------- C API
 
-    cdef DedupEntry _find(self, bytes queue, bytes key, uint64_t h):
+    cdef DedupEntry _find(self, bytes queue, bytes key, uint64_t h, const char* job_id):
+        """The pair's entry for that job."""
         cdef Partition* part = &self._parts[h & (DEDUP_PARTITIONS - 1)]
         cdef PyObject* entry
         if part.buckets == NULL:
             return None
         entry = part.buckets[(h >> DEDUP_PARTITION_BITS) & part.mask]
         while entry != NULL:
-            if (<DedupEntry>entry).hash == h and (<DedupEntry>entry).key == key and \
-                    (<DedupEntry>entry).queue == queue:
+            if (<DedupEntry>entry).hash == h and \
+                    memcmp((<DedupEntry>entry).id_, job_id, JOB_ID_LEN) == 0 and \
+                    (<DedupEntry>entry).key == key and (<DedupEntry>entry).queue == queue:
                 return <DedupEntry>entry
             entry = (<DedupEntry>entry).next_
         return None
 
     cdef DedupEntry find(self, bytes queue, bytes key, int64_t now_ms):
-        """The entry for the pair, or None (also once its window ended)."""
-        cdef DedupEntry entry = self._find(queue, key, _pair_hash(queue, key))
-        if entry is None or entry.until_ms <= now_ms:
+        """The pair's entry whose window ends last, or None (none open)."""
+        cdef uint64_t h = _pair_hash(queue, key)
+        cdef Partition* part = &self._parts[h & (DEDUP_PARTITIONS - 1)]
+        cdef PyObject* entry
+        cdef DedupEntry best = None
+        if part.buckets == NULL:
             return None
-        return entry
+        entry = part.buckets[(h >> DEDUP_PARTITION_BITS) & part.mask]
+        while entry != NULL:
+            if (<DedupEntry>entry).hash == h and (<DedupEntry>entry).until_ms > now_ms and \
+                    (best is None or (<DedupEntry>entry).until_ms > best.until_ms) and \
+                    (<DedupEntry>entry).key == key and (<DedupEntry>entry).queue == queue:
+                best = <DedupEntry>entry
+            entry = (<DedupEntry>entry).next_
+        return best
 
     cdef int64_t add(self, bytes queue, bytes key, const char* job_id, int64_t until_ms,
-                     int64_t now_ms) except -1:
-        """Remember the pair -> job_id; the memory it took (0: known already,
-        or the table is full). A pair still held for another job keeps it:
-        the first job wins, as every holder heard of it first."""
+                     bint fresh) except -1:
+        """Remember the pair for job_id; the memory it took (0: known
+        already, or the table is full: counted in `dropped`). `fresh`: a job
+        just made, which cannot be here yet."""
         cdef uint64_t h = _pair_hash(queue, key)
-        cdef DedupEntry found = None if self._absent is key else self._find(queue, key, h)
         cdef DedupEntry entry
-        if found is not None:
-            if found.until_ms > now_ms:
-                return 0
-            self._unlink(found)                  # ended, not swept yet: replaced
-        elif self._len >= self.max_keys:
+        if not fresh and self._find(queue, key, h, job_id) is not None:
+            return 0
+        if self._len >= self.max_keys:
+            self.dropped += 1
             return 0
         entry = DedupEntry.__new__(DedupEntry)
         entry.hash = h
@@ -139,15 +159,13 @@ cdef class DedupTable:
         entry.until_ms = until_ms
         self._link(entry)
         self._heap_push(entry)
-        if found is not None:
-            return 0
         self.memory += _entry_memory(entry)
         return _entry_memory(entry)
 
     cdef int64_t discard(self, bytes queue, bytes key, const char* job_id) except -1:
-        """Forget the pair if it names job_id; the memory freed."""
-        cdef DedupEntry found = self._find(queue, key, _pair_hash(queue, key))
-        if found is None or memcmp(found.id_, job_id, JOB_ID_LEN) != 0:
+        """Forget the pair for job_id; the memory freed."""
+        cdef DedupEntry found = self._find(queue, key, _pair_hash(queue, key), job_id)
+        if found is None:
             return 0
         self._unlink(found)
         self.memory -= _entry_memory(found)
@@ -360,55 +378,75 @@ cdef void _release_dedup_partition(Partition* part) noexcept:
 
 
 cdef object dedup_duplicate(NodeCore node, bytes queue, bytes key, object client,
-                            int64_t timeout_ms):
-    """ADDJOB ... DEDUP key: None when the job is to be made; else the
-    earlier job's DedupEntry (its ID is the answer), or, while that job
-    still waits for its copies here, a Waiter: `client` parks until the
-    same outcome (or its own timeout). Raises -OOM when a new key would not
-    fit."""
+                            int64_t timeout_ms, int64_t repl):
+    """ADDJOB ... DEDUP key (REPLICATE `repl`, -1: the default): None when
+    the job is to be made; else the earlier job's DedupEntry (its ID is the
+    answer), or a Waiter: `client` parks until the first ADDJOB's outcome
+    while it still waits here, or until `repl` (at most the job's own)
+    holders confirm their copies (or its own timeout). Raises -OOM when a
+    new key would not fit, NOREPL when too few nodes are reachable."""
     cdef DedupTable table = node.dedup
     cdef int64_t now = node.now_ms()
-    cdef DedupEntry found = table._find(queue, key, _pair_hash(queue, key))
+    cdef DedupEntry found = table.find(queue, key, now)
     cdef Job first
-    if found is None or found.until_ms <= now:
+    if found is None:
         if table._len >= table.max_keys:
             table.refused += 1
             raise OutOfMemoryError(DEDUP_TABLE_FULL % table.max_keys)
-        # The job made next adds this very key object: its search is done.
-        table._absent = key if found is None else None
         return None
     table.hits += 1
     first = node.jobs.find(found.id_)
-    if first is not None:
-        if first.state == WAIT_REPL:
-            return node.follow_replication(first, client, now + timeout_ms if timeout_ms else 0)
-        first.flags |= FLAG_PROMISED
-    return found
+    if first is None or first.state == ACKED or first.flags & FLAG_CONFIRMED:
+        return found
+    deadline = now + timeout_ms if timeout_ms else 0
+    if first.state == WAIT_REPL:
+        return node.follow_replication(first, client, deadline)
+    if repl < 0:
+        repl = node.cluster_size if node.cluster_size < MAX_DEFAULT_REPLICATION \
+            else MAX_DEFAULT_REPLICATION
+    if first.repl < repl:
+        repl = first.repl
+    if repl <= 1:
+        return found                       # this copy is all it asks for
+    if repl - 1 > node.reachable_peers:
+        raise NoReplError(NOT_ENOUGH_NODES)
+    return node.confirm_copies(first, client, deadline, repl)
 
 
-cdef int dedup_remember(NodeCore node, Job job, bint log_it) except -1:
-    """Remember the key of a job that has one (`log_it`: in a DEDUP record
-    too, for a job with no LOADJOB record here)."""
+cdef inline object dedup_queue_of(Job job, JobOptions options):
+    """The queue of the job's ADDJOB: the pair's first half."""
+    return options.dedup_queue if options.dedup_queue is not None else <object>job.queue_
+
+
+cdef inline void dedup_moving(JobOptions options, object old_queue) noexcept:
+    """The job leaves `old_queue`: its DEDUP pair stays the ADDJOB's."""
+    if options.dedup_key is not None and options.dedup_queue is None:
+        options.dedup_queue = old_queue
+
+
+cdef int dedup_remember(NodeCore node, Job job, bint made_here) except -1:
+    """Remember the key of a job that has one. `made_here`: the job was
+    just made by this node's ADDJOB (nothing to search for); if it keeps
+    no copy (`external`) nor LOADJOB record, its key gets a DEDUP record."""
     cdef JobOptions options
-    cdef int64_t added, now
+    cdef int64_t added
     if job.options_ == NULL:
         return 0
     options = <JobOptions>job.options_
-    if options.dedup_key is None:
+    if options.dedup_key is None or options.dedup_until_ms <= node.now_ms():
         return 0
-    now = node.now_ms()
-    if options.dedup_until_ms <= now:
-        return 0
-    added = node.dedup.add(<object>job.queue_, options.dedup_key, job.id_,
-                           options.dedup_until_ms, now)
-    node.dedup._absent = None
-    if added == 0:
-        if node.dedup.find(<object>job.queue_, options.dedup_key, now) is None:
-            node.dedup.dropped += 1          # full
-        return 0
+    queue = dedup_queue_of(job, options)
+    added = node.dedup.add(queue, options.dedup_key, job.id_, options.dedup_until_ms,
+                           made_here)
     node.used_memory += added
-    if log_it and node.aof_enabled:
-        node.effects.append(AofDedup(<object>job.queue_, options.dedup_key, job.id,
+    return added
+
+
+cdef int dedup_log(NodeCore node, Job job) except -1:
+    """A DEDUP record for the key of a job no LOADJOB record here carries."""
+    cdef JobOptions options = <JobOptions>job.options_
+    if node.aof_enabled:
+        node.effects.append(AofDedup(dedup_queue_of(job, options), options.dedup_key, job.id,
                                      options.dedup_until_ms))
     return 0
 
@@ -422,9 +460,10 @@ cdef int dedup_forget(NodeCore node, Job job) except -1:
     options = <JobOptions>job.options_
     if options.dedup_key is None:
         return 0
-    freed = node.dedup.discard(<object>job.queue_, options.dedup_key, job.id_)
+    queue = dedup_queue_of(job, options)
+    freed = node.dedup.discard(queue, options.dedup_key, job.id_)
     if freed:
         node.used_memory -= freed
         if node.aof_enabled:
-            node.effects.append(AofUndedup(<object>job.queue_, options.dedup_key, job.id))
+            node.effects.append(AofUndedup(queue, options.dedup_key, job.id))
     return 0

@@ -265,7 +265,8 @@ cdef int _addjob(HotCall call, ArgView* argv, Py_ssize_t argc) except -1:
     options = _job_options(call, argv[1], backoff_base, backoff_max, max_deliveries, deadletter,
                            priority, dedup_key is not None)
     if dedup_key is not None:
-        first = dedup_duplicate(node, call.queue_name(argv[1]), dedup_key, call.session, timeout)
+        first = dedup_duplicate(node, call.queue_name(argv[1]), dedup_key, call.session, timeout,
+                                repl)
         if first is not None:
             return _answer_duplicate(call, first)
         options.dedup_key = dedup_key

@@ -347,7 +347,7 @@ cdef class NodeCore:
             self.used_memory -= self.dedup.discard(queue, key, PyBytes_AS_STRING(job_id))
         elif until_ms > self.now_ms():
             self.used_memory += self.dedup.add(queue, key, PyBytes_AS_STRING(job_id), until_ms,
-                                               self.now_ms())
+                                               False)
 
     def job_bytes(self, Job job, now_s=None, bytes peer=None):
         """A job's bytes with its options: for the AOF (now_s None) or for a
@@ -368,6 +368,7 @@ cdef class NodeCore:
         old = <bytes>job.queue_
         dead = options.dead_queue(job)
         found = self.queues.get(dead)
+        dedup_moving(options, old)
         set_job_queue(job, (<Queue>found).name if found is not None else dead)
         options.origin = old
         options.dead_reason = DEAD_MAX_DELIVERIES
@@ -405,6 +406,7 @@ cdef class NodeCore:
             self.dequeue(job)
             target = to_queue if to_queue is not None else options.origin
             existing = self.queues.get(target)
+            dedup_moving(options, <object>(<Job>job).queue_)
             set_job_queue(job, (<Queue>existing).name if existing is not None else target)
             options.dead_reason, options.origin = DEAD_NONE, None
             job.nacks = job.deliveries = 0
@@ -501,7 +503,8 @@ cdef class NodeCore:
         0) that names an earlier job, no job is made: the answer is that
         job's ID, or a Waiter for its outcome (dedup.pxi)."""
         if options is not None and options.dedup_key is not None:
-            first = dedup_duplicate(self, queue, options.dedup_key, client, timeout_ms)
+            first = dedup_duplicate(self, queue, options.dedup_key, client, timeout_ms,
+                                    -1 if repl is None else repl)
             if first is not None:
                 return first.job_id if type(first) is DedupEntry else first
             if not options.dedup_until_ms:
@@ -580,7 +583,10 @@ cdef class NodeCore:
             if self.queue_waits:
                 self.on_job_live(job)
         if options is not None:
-            dedup_remember(self, job, external)   # external: no LOADJOB here carries it
+            if dedup_remember(self, job, True) and external:
+                dedup_log(self, job)       # no LOADJOB record here carries its key
+        if not wait:
+            job.flags |= FLAG_CONFIRMED    # nothing (more) to wait for
         self.stats_jobs_created += 1
         if wait:
             self.wait_for_copies(job, client, now + timeout_ms if timeout_ms else 0,
@@ -795,8 +801,8 @@ cdef class NodeCore:
     # -------------------------------------------------------------- copies
     # The bodies are in copies.pxi; core/replication.py keeps the policy.
 
-    def replicate(self, Job job, int64_t count, bint noreply):
-        return copies_replicate(self, job, count, noreply)
+    def replicate(self, Job job, int64_t count, bint noreply, bint promised=False):
+        return copies_replicate(self, job, count, noreply, promised)
 
     def on_repljob(self, bytes sender, int mflags, list jobs):
         copies_on_repljob(self, sender, mflags, jobs)

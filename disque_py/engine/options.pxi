@@ -25,7 +25,8 @@
 #   u32 length + the queue a dead job came from (NO_NAME: none),
 #   v2 on: u8 priority
 #   v3 on: u32 length + the DEDUP key (NO_NAME: none), u64 its window's end
-#          (unix ms)
+#          (unix ms), u32 length + the ADDJOB's queue once the job moved to
+#          another (dead-lettered, QREQUEUE TO; NO_NAME: the job's queue)
 
 cdef enum:
     OPTIONS_FIXED = 14             # version to dead reason
@@ -81,11 +82,12 @@ cdef class JobOptions:
 
     def fields(self):
         """(backoff base, backoff max, max deliveries, dead reason,
-        dead-letter queue, origin, priority, dedup key, dedup window end):
+        dead-letter queue, origin, priority, dedup key, dedup window end,
+        dedup queue):
         what the wire block carries."""
         return (self.backoff_base_ms, self.backoff_max_ms, self.max_deliveries,
                 self.dead_reason, self.deadletter, self.origin, self.priority,
-                self.dedup_key, self.dedup_until_ms)
+                self.dedup_key, self.dedup_until_ms, self.dedup_queue)
 
     def __eq__(self, other):
         return type(other) is JobOptions and self.fields() == (<JobOptions>other).fields()
@@ -105,6 +107,7 @@ cdef inline int _fill_options(JobOptions options, uint32_t backoff_base_ms,
     options.priority = priority
     options.dedup_key = None
     options.dedup_until_ms = 0
+    options.dedup_queue = None
     return 0
 
 
@@ -129,7 +132,7 @@ cdef JobOptions priority_options(uint8_t priority):
 
 def job_options(uint32_t backoff_base_ms, uint32_t backoff_max_ms, uint32_t max_deliveries,
                 int dead_reason, deadletter, origin, uint8_t priority=DEFAULT_PRIORITY,
-                bytes dedup_key=None, int64_t dedup_until_ms=0):
+                bytes dedup_key=None, int64_t dedup_until_ms=0, bytes dedup_queue=None):
     """JobOptions from fields(), as a JobRecord keeps them."""
     cdef JobOptions options = new_job_options(backoff_base_ms, backoff_max_ms, max_deliveries,
                                               deadletter, priority)
@@ -137,6 +140,7 @@ def job_options(uint32_t backoff_base_ms, uint32_t backoff_max_ms, uint32_t max_
     options.origin = origin
     options.dedup_key = dedup_key
     options.dedup_until_ms = dedup_until_ms
+    options.dedup_queue = dedup_queue
     return options
 
 
@@ -166,7 +170,8 @@ cdef Py_ssize_t options_size(JobOptions options, int version) noexcept:
         return 0
     return OPTIONS_FIXED + _name_size(options.deadletter) + _name_size(options.origin) + \
         (1 if version >= OPTIONS_V2 else 0) + \
-        (_name_size(options.dedup_key) + 8 if version >= OPTIONS_V3 else 0)
+        (_name_size(options.dedup_key) + 8 + _name_size(options.dedup_queue)
+         if version >= OPTIONS_V3 else 0)
 
 
 cdef char* _pack_name(char* at, object name) noexcept:
@@ -190,6 +195,7 @@ cdef char* pack_options(char* at, JobOptions options, int version) noexcept:
     if version >= OPTIONS_V3:
         at = _pack_name(at, options.dedup_key)
         at = _put_be(at, <uint64_t>options.dedup_until_ms, 8)
+        at = _pack_name(at, options.dedup_queue)
     return at
 
 
@@ -234,6 +240,7 @@ cdef JobOptions parse_options(const char* data, Py_ssize_t size):
             raise ValueError("truncated job options")
         options.dedup_until_ms = <int64_t>_get_be(data + pos, 8)
         pos += 8
+        options.dedup_queue = _parse_name(data, size, &pos)
     if pos != size or options.dead_reason > DEAD_MAX_DELIVERIES or \
             options.backoff_max_ms < options.backoff_base_ms or \
             options.priority > MAX_PRIORITY or options.dedup_until_ms < 0:

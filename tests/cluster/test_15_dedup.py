@@ -9,15 +9,18 @@ few reachable nodes, or messages lost with a link, is not what is tested
 here).
 
 A REPLICATE 3 job added with DEDUP k has the key on every holder, and each
-of them answers a retry with the first job's ID without making a job; the
-producer killed with kill -9, the retry on a holder gets the same ID, and
-the producer restarted from its AOF answers it too; after the job is acked
+of them answers a retry with the first job's ID without making a job (a
+holder once the others confirm their copies); the producer killed with
+kill -9, a retry on a holder gets NOREPL with REPLICATE 3 (two nodes left)
+and the same ID with REPLICATE 2, and the producer restarted from its AOF
+answers it too; after the job is acked
 and collected everywhere, every former holder still answers its ID (a key
 outlives its job); an ADDJOB that failed (NOREPL, one node stopped) leaves
 its key on no node, so the retry makes a new job; a duplicate sent to the
 producer while the first ADDJOB still waits for its copies gets the first
-one's answer, the ID or NOREPL; one sent to a holder meanwhile gets the ID,
-and that holder keeps the job when the first ADDJOB then fails.
+one's answer, the ID or NOREPL; one sent to a holder meanwhile gets the ID
+once every copy is confirmed, and the job stays though the first ADDJOB
+then fails.
 """
 
 from __future__ import annotations
@@ -26,8 +29,8 @@ import uuid
 
 import pytest
 
-from tests.cluster.harness import (MARGIN_S, call, info, jobs_in_queue, poll, qlen,
-                                   registered_jobs, show)
+from tests.cluster.harness import (MARGIN_S, ReplyError, call, info, jobs_in_queue, poll,
+                                   qlen, registered_jobs, show)
 from tests.support import encode_command
 
 NODE_TIMEOUT_MS = 10_000
@@ -39,9 +42,10 @@ WAIT_MS = 2000      # an ADDJOB waiting on a stopped node: long enough to be see
 
 # ------------------------------------------------------------------ helpers
 
-def add(proc, queue: str, key: str, body: str = "body", timeout_ms: int = ADD_TIMEOUT_MS):
+def add(proc, queue: str, key: str, body: str = "body", timeout_ms: int = ADD_TIMEOUT_MS,
+        replicate: int = 3):
     """The producer's ADDJOB (and every retry of it: the same command)."""
-    return call(proc, "ADDJOB", queue, body, timeout_ms, "REPLICATE", 3, "DEDUP", key)
+    return call(proc, "ADDJOB", queue, body, timeout_ms, "REPLICATE", replicate, "DEDUP", key)
 
 
 def stat(proc, name: str) -> int:
@@ -143,14 +147,19 @@ def test_retry_on_a_holder_after_the_producer_is_killed_gets_the_same_id(
     job_id = add(producer, queue, key)
     before = snapshot(cluster, queue, holders)
     producer.kill()
-    assert add(cluster[1], queue, key) == job_id
+    # A holder answers once as many copies as the retry asks for are
+    # confirmed: with one node of three down, REPLICATE 3 cannot be.
+    with pytest.raises(ReplyError, match="^NOREPL "):
+        add(cluster[1], queue, key, timeout_ms=1000)
+    assert add(cluster[1], queue, key, replicate=2) == job_id
+    assert add(cluster[2], queue, key, replicate=2) == job_id
     assert snapshot(cluster, queue, holders) == before
     # Back from its AOF: the job and its key.
     producer.start()
     cluster.wait_full_mesh(timeout=30)
     assert show(producer, job_id)["dedup-key"] == key.encode()
     assert add(producer, queue, key) == job_id
-    assert add(cluster[2], queue, key) == job_id
+    assert add(cluster[2], queue, key) == job_id      # confirmed at REPLICATE 2 only: again
     assert snapshot(cluster, queue, holders) == before
     assert list(jobs_in_queue(producer, queue)) == [job_id]
     assert registered_jobs(producer) == 1                 # the AOF's job, none since
@@ -221,23 +230,25 @@ def test_a_duplicate_while_the_first_addjob_waits_gets_its_answer(
              "the failed job gone from every node")
 
 
-def test_a_holder_that_answered_a_retry_keeps_the_job_its_producer_then_gave_up(
+def test_a_retry_at_a_holder_during_the_first_wait_gets_the_id_and_the_job_stays(
         cluster, queue, key):
     """The retry reached a holder while the first ADDJOB still waited at the
-    producer, and that ADDJOB then failed: the ID the holder answered still
-    names a job, which is delivered."""
+    producer, which then timed out: the holder asked the holders to confirm
+    (and keep) their copies, so the job stays, and the retry gets its ID
+    once the stopped node confirms its copy too."""
     producer, holder, stopped = cluster
     stopped.pause()
     try:
-        client = send_add(producer, queue, key, WAIT_MS)
+        first = send_add(producer, queue, key, WAIT_MS)
         job_id = waiting_job(producer, queue)
         poll(lambda: show(holder, job_id) is not None, WAIT_MS / 1000, "the holder's copy")
-        assert add(holder, queue, key) == job_id          # the retry, on a holder
-        reply = client.read_reply()
+        retry = send_add(holder, queue, key, ADD_TIMEOUT_MS)       # the retry, on a holder
+        assert first.read_reply().startswith(b"-NOREPL ")
     finally:
         stopped.resume()
-    assert reply.startswith(b"-NOREPL "), reply
-    poll(lambda: qlen(holder, queue) == 1, DEADLINE_S, "the promised job queued on the holder")
-    assert add(holder, queue, key) == job_id
-    job = call(holder, "GETJOB", "TIMEOUT", 5000, "FROM", queue)
+    assert retry.read_reply() == b"+" + job_id + b"\r\n"
+    poll(lambda: all(show(proc, job_id) is not None for proc in cluster), DEADLINE_S,
+         "every copy kept")
+    assert add(holder, queue, key) == job_id and add(producer, queue, key) == job_id
+    job = call(producer, "GETJOB", "TIMEOUT", 5000, "FROM", queue)
     assert job[0][1] == job_id

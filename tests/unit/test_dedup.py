@@ -81,9 +81,9 @@ def test_a_key_whose_window_ended_before_the_timer_ran_names_the_new_job(core):
     core.clock.advance(1000)                 # ended; no tick yet
     second = add(core, window_s=60)
     assert core.dedup.lookup(b"q", b"k", core.clock.now_ms()) == second.id
-    assert add(core) == second.id and len(core.dedup) == 1
-    core.tick()
     assert add(core) == second.id
+    core.tick()
+    assert add(core) == second.id and len(core.dedup) == 1
 
 
 def test_the_key_outlives_its_acknowledged_job(core):
@@ -129,25 +129,33 @@ def test_the_hot_parser_checks_dedup_and_window_and_answers_the_first_id(core):
 
 def test_the_key_travels_in_the_v3_block_and_not_to_a_v2_reader(core):
     job = add(core, window_s=30)
-    assert deserialize_job(core.job_bytes(job)).options[7:] == (b"k", START_MS + 30_000)
+    assert deserialize_job(core.job_bytes(job)).options[7:] == (b"k", START_MS + 30_000, None)
     core.options_readers = {PEER: 2}
     assert deserialize_job(core.job_bytes(job, NOW_S, PEER)).options is None
     with_priority = core.add_job(b"q", b"b", 1, 0, 60, 3600, 0, False,
                                  options=JobOptions(priority=8, dedup_key=b"p"))
     assert deserialize_job(core.job_bytes(with_priority, NOW_S, PEER)).options[6:] == \
-        (8, None, 0)
+        (8, None, 0, None)
 
 
 # --------------------------------------------------------------- cluster
 
 def test_every_holder_remembers_the_key_and_answers_the_first_id():
+    """The producer saw the copies made: it answers at once. A holder knows
+    only its copy: it answers once REPLICATE holders confirm theirs."""
     net = SimNet(3, seed=11)
     job = net.add_job(0, repl=3, client="p", options=JobOptions(dedup_key=b"k"))
     assert net.run_until(lambda: "p" in net.unblocked, 1000)
-    for i in range(3):
+    assert net.add_job(0, repl=3, options=JobOptions(dedup_key=b"k")) == job.id
+    for i in (1, 2):
         assert net.nodes[i].dedup.lookup(b"q", b"k", net.clock.now_ms()) == job.id
-        assert net.add_job(i, repl=3, client="retry", options=JobOptions(dedup_key=b"k")) \
-            == job.id
+        waiter = net.add_job(i, repl=3, client=("retry", i), options=JobOptions(dedup_key=b"k"))
+        assert isinstance(waiter, Waiter)
+        assert net.run_until(lambda: ("retry", i) in net.unblocked, 1000)
+        assert net.unblocked[("retry", i)] == [job.id]
+        promised = [m for m in net.sent if m.kind == msg.REPLJOB and m.src == i]
+        assert promised and all(m.mflags & msg.MSG_PROMISED for m in promised)
+        assert net.add_job(i, repl=3, options=JobOptions(dedup_key=b"k")) == job.id   # confirmed
     assert sum(len(node.jobs) for node in net.nodes) == 3
 
 
@@ -224,21 +232,84 @@ def test_the_table_survives_many_keys_windows_out_of_order_and_discards(core):
     assert table.memory == sum(ENTRY_MEMORY + len(key) for _, key, _, _ in live)
 
 
-def test_a_holder_that_answered_a_retry_keeps_the_job_its_producer_gave_up():
+def test_a_retry_at_a_holder_during_the_first_wait_keeps_the_job_the_producer_gave_up():
     """The retry reached a holder while the first ADDJOB still waited at its
-    producer, which then failed: the ID the holder gave must name a job
-    that lives on (helper-13's reproduction, on the simulated network)."""
+    producer: the holder asks the holders to confirm their copies (and to
+    keep them), so when the producer's ADDJOB times out the job stays, and
+    the retry gets its ID once REPLICATE copies are confirmed."""
     net = SimNet(3, seed=13)
     net.drop_rule = lambda m: m.kind == msg.GOTJOB and m.src == 2
     job = net.add_job(0, repl=3, client="first", timeout_ms=500,
                       options=JobOptions(dedup_key=b"k"))
     assert net.run_until(lambda: net.nodes[1].lookup(job.id) is not None, 100)
-    assert net.add_job(1, repl=3, client="retry", options=JobOptions(dedup_key=b"k")) == job.id
+    net.add_job(1, repl=3, client="retry", options=JobOptions(dedup_key=b"k"))
     assert net.run_until(lambda: "first" in net.unblocked, 2000)
     assert isinstance(net.unblocked["first"][0], NoReplError)
+    assert "retry" not in net.unblocked                   # node 2 still mute
+    assert not [m for m in net.sent if m.kind == msg.DELJOB]   # promised: kept
     net.drop_rule = None
-    net.run_for(1000)
-    assert len(net.copies(job.id)) == 3                 # copied again up to REPLICATE 3
+    assert net.run_until(lambda: "retry" in net.unblocked, 2000)
+    assert net.unblocked["retry"] == [job.id]
+    assert len(net.copies(job.id)) == 3
     now = net.clock.now_ms()
     assert all(node.dedup.lookup(b"q", b"k", now) == job.id for node in net.nodes)
-    assert [taken.id for taken in net.get_jobs(1, b"q")] == [job.id]
+    assert [taken.id for taken in net.get_jobs(0, b"q")] == [job.id]
+
+
+def test_a_promised_copy_outlives_an_abandoned_deljob():
+    """A promise round reached this holder before the producer gave up on
+    an ADDJOB whose client left: the DELJOB flagged MSG_ABANDONED leaves
+    the promised copy, which is queued."""
+    net = SimNet(3, seed=17)
+    net.drop_rule = lambda m: m.kind == msg.GOTJOB and m.dst == 0
+    job = net.add_job(0, repl=3, client="first", options=JobOptions(dedup_key=b"k"))
+    assert net.run_until(lambda: all(node.lookup(job.id) for node in net.nodes[1:]), 100)
+    net.add_job(1, repl=3, client="retry", timeout_ms=5000, options=JobOptions(dedup_key=b"k"))
+    assert net.run_until(lambda: "retry" in net.unblocked, 1000)
+    net.nodes[0].lookup(job.id).flags &= ~CONSTANTS["FLAG_PROMISED"]   # as if it missed it
+    net.call(0, "cancel_waiter", net.nodes[0].more(job).waiter)
+    deljobs = [m for m in net.sent if m.kind == msg.DELJOB]
+    assert deljobs and all(m.mflags & msg.MSG_ABANDONED for m in deljobs)
+    net.run_for(1000)
+    assert net.unblocked["retry"] == [job.id]
+    assert all(net.nodes[i].lookup(job.id) is not None for i in (1, 2))
+    assert len(net.copies(job.id)) == 3               # and copied back to the producer
+
+
+def test_two_jobs_of_one_pair_are_both_remembered_until_their_own_windows_end(core):
+    first = add(core, window_s=10)
+    later = core.add_job(b"q", b"b", 1, 0, 60, 3600, 0, False,
+                         options=JobOptions(dedup_key=b"other"))
+    # A copy of another job with the same pair (a retry that reached a node
+    # that knew neither, replicated here): remembered beside the first.
+    record = deserialize_job(core.job_bytes(later))
+    options = record.options[:7] + (b"k", START_MS + 60_000, None)
+    copy = record._replace(id=later.id[:-4] + b"0e11", options=options)
+    core.adopt_record(copy, core.clock.now_ms())
+    assert len(core.dedup) == 3
+    assert add(core) == copy.id                  # the one that ends last
+    core.clock.advance(10_000)
+    core.tick()
+    assert add(core) == copy.id and first.id not in {e[2] for e in core.dedup.items()}
+
+
+def test_a_moved_job_keeps_the_pair_of_its_addjob_queue(core):
+    options = JobOptions(0, 0, 1, b"dlq", dedup_key=b"k")
+    job = core.add_job(b"q", b"b", 1, 0, 60, 3600, 0, False, options=options)
+    core.get_jobs([b"q"], 1)
+    core.nack_jobs([job.id])                     # the one delivery allowed: dead-lettered
+    assert job.queue == b"dlq" and job.options.dedup_queue == b"q"
+    record = deserialize_job(core.job_bytes(job))
+    other = Node(PEER, FakeClock(START_MS, seed=2), id_seed=b"other")
+    other.load_job(record, False)
+    assert other.dedup.lookup(b"q", b"k", START_MS) == job.id
+    assert other.dedup.lookup(b"dlq", b"k", START_MS) is None
+    assert add(core) == job.id
+
+
+def test_an_expired_job_s_record_still_brings_back_its_open_window(core):
+    job = add(core, ttl=10, window_s=3600)
+    record = deserialize_job(core.job_bytes(job))
+    later = Node(NODE_ID, FakeClock(START_MS + 20_000, seed=3), id_seed=b"later")
+    assert later.load_job(record, False) is False             # the job expired
+    assert later.dedup.lookup(b"q", b"k", START_MS + 20_000) == job.id
