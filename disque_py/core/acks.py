@@ -50,6 +50,8 @@ class AcksMixin:
         extra = self.more(job)
         if job.gc_retry < GC_RETRY_COUNT_MAX:
             job.gc_retry += 1
+        if job in self.confirming:
+            self.end_promise_round(job, extra)    # its GOTJOBs are not GOTACKs
         if extra.confirmed is None:
             extra.confirmed = {self.id}
         confirmed, delivered = extra.confirmed, job.delivered

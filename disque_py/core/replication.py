@@ -167,16 +167,22 @@ class ReplicationMixin:
         acknowledged, else NOREPL)."""
         wait = max(REPLICATION_RETRY_MS, RTT_RETRY_FACTOR * self.repl_rtt_ms)
         for job, extra in list(self.confirming.items()):
-            if self.extras.get(job) is not extra:
-                del self.confirming[job]
-                self._release_followers(extra, job.id if job.state == ACKED else
-                                        NoReplError(REMOVED_BEFORE_COPIES))
+            if self.extras.get(job) is not extra or job.state == ACKED:
+                self.end_promise_round(job, extra)
             elif not extra.followers or extra.confirmed is None:
                 del self.confirming[job]
                 extra.confirmed = None
             elif now - extra.repl_added_at >= wait:
                 self.replicate(job, 1, noreply=False, promised=True)
                 extra.repl_added_at = now
+
+    def end_promise_round(self, job: Job, extra) -> None:
+        """The job was acked (its ID is the answer) or left this node (NOREPL)
+        while duplicates waited for a round of confirmations."""
+        del self.confirming[job]
+        extra.confirmed = None
+        self._release_followers(extra, job.id if job.state == ACKED else
+                                NoReplError(REMOVED_BEFORE_COPIES))
 
     def promise_progress(self, job: Job, extra) -> None:
         """One more copy confirmed in a promise round: the duplicates that

@@ -313,3 +313,20 @@ def test_an_expired_job_s_record_still_brings_back_its_open_window(core):
     later = Node(NODE_ID, FakeClock(START_MS + 20_000, seed=3), id_seed=b"later")
     assert later.load_job(record, False) is False             # the job expired
     assert later.dedup.lookup(b"q", b"k", START_MS + 20_000) == job.id
+
+
+def test_an_ack_during_a_promise_round_answers_it_and_collects_with_its_own_gotacks():
+    net = SimNet(3, seed=19)
+    job = net.add_job(0, repl=3, client="first", options=JobOptions(dedup_key=b"k"))
+    assert net.run_until(lambda: "first" in net.unblocked, 1000)
+    net.drop_rule = lambda m: m.kind == msg.GOTJOB and m.src == 2
+    net.add_job(1, repl=3, client="retry", timeout_ms=60_000, options=JobOptions(dedup_key=b"k"))
+    net.run_for(200)
+    assert "retry" not in net.unblocked               # node 2's confirmation is lost
+    net.drop_rule = lambda m: m.kind == msg.GOTACK and m.src == 2
+    net.call(1, "ack_jobs", [job.id])
+    assert net.unblocked["retry"] == [job.id]
+    net.run_for(500)
+    assert net.nodes[1].lookup(job.id) is not None    # node 2's GOTACK still missing
+    net.drop_rule = None
+    assert net.run_until(lambda: not net.copies(job.id), 30_000)
