@@ -69,7 +69,7 @@ def test_a_big_queue_takes_an_urgent_job_at_its_head(core):
 def test_the_aof_and_peers_that_read_v2_get_the_priority(core):
     job = add(core, 8, limit=3)
     record = deserialize_job(core.job_bytes(job))
-    assert record.options == (0, 0, 3, 0, None, None, 8, None, 0)
+    assert record.options == (0, 0, 3, 0, None, None, 8, None, 0, None)
     assert deserialize_job(core.job_bytes(job, NOW_S, PEER)).options[6] == 8
 
 
@@ -77,7 +77,7 @@ def test_a_peer_that_reads_v1_gets_the_other_options_without_the_priority(core):
     core.options_readers = {PEER: 1}
     job = add(core, 8, limit=3)
     data = core.job_bytes(job, NOW_S, PEER)
-    assert deserialize_job(data).options == (0, 0, 3, 0, None, None, 5, None, 0)
+    assert deserialize_job(data).options == (0, 0, 3, 0, None, None, 5, None, 0, None)
     only_priority = add(core, 8)
     assert deserialize_job(core.job_bytes(only_priority, NOW_S, PEER)).options is None
 
