@@ -83,6 +83,7 @@ class ReplicationMixin:
             self.release(waiter, job.id)
         self._release_followers(extra, job.id)
         if self.id not in job.delivered:
+            self.log_dedup(job)             # no copy here: its key's own record
             holders = sorted(extra.confirmed or ())
             if holders:
                 self.send(self._rng.choice(holders), msg.ENQUEUE, (job.id, job.delay))
@@ -142,29 +143,30 @@ class ReplicationMixin:
 
     def confirm_copies(self, job: Job, client, deadline_ms: int, copies: int) -> Waiter:
         """A duplicate ADDJOB found a copy here whose first ADDJOB's fate
-        this node does not know: it gets the ID once `copies` nodes (its own
-        REPLICATE, at most the job's) hold a copy, confirmed as a first
-        ADDJOB's are (GOTJOB), asked by REPLJOB flagged MSG_PROMISED so that
-        each keeps its copy if that first ADDJOB fails. A duplicate that
-        joins a round under way asks again (frames may have been lost); its
-        own timeout gives NOREPL."""
-        job.flags |= FLAG_PROMISED
+        this node does not know: it gets the ID once `copies` of the job's
+        holders (its own REPLICATE, at most the job's) confirm their copy
+        (GOTJOB), asked by REPLJOB flagged MSG_PROMISED so that each keeps
+        its copy if that first ADDJOB fails (a holder without one makes
+        none). A duplicate that joins a round under way asks again (frames
+        may have been lost); its own timeout gives NOREPL."""
+        if not job.flags & FLAG_PROMISED:
+            job.flags |= FLAG_PROMISED
+            self.persist_job(job)           # a restart keeps the promise
         waiter = self.follow_replication(job, client, deadline_ms)
         waiter.copies = copies
         extra = self.more(job)
         if extra.confirmed is None:
             extra.confirmed = {self.id}
-        missing = job.repl - len(job.delivered)
-        self.replicate(job, missing if missing > 0 else 0, noreply=False, promised=True)
+        self.replicate(job, 0, noreply=False, promised=True)
         extra.repl_added_at = self.clock.now_ms()
         self.confirming[job] = extra
         return waiter
 
     def tick_promises(self, now: int) -> None:
-        """Promise rounds still short of copies ask one more node, as
-        replication does; a round nobody waits for any more ends, and one
-        whose job left this node answers its duplicates (the ID if it was
-        acknowledged, else NOREPL)."""
+        """Promise rounds still short of copies ask the holders again (a
+        frame may have been lost); a round nobody waits for any more ends,
+        and one whose job left this node or was acked answers its
+        duplicates (the ID if it was acked, else NOREPL)."""
         wait = max(REPLICATION_RETRY_MS, RTT_RETRY_FACTOR * self.repl_rtt_ms)
         for job, extra in list(self.confirming.items()):
             if self.extras.get(job) is not extra or job.state == ACKED:
@@ -173,7 +175,7 @@ class ReplicationMixin:
                 del self.confirming[job]
                 extra.confirmed = None
             elif now - extra.repl_added_at >= wait:
-                self.replicate(job, 1, noreply=False, promised=True)
+                self.replicate(job, 0, noreply=False, promised=True)
                 extra.repl_added_at = now
 
     def end_promise_round(self, job: Job, extra) -> None:

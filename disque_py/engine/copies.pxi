@@ -87,21 +87,22 @@ cdef int copies_on_repljob(NodeCore node, bytes sender, int mflags, list jobs) e
         job = node.jobs.find(wire.id)
         if job is not None:
             copies_learn_holders(node, job, wire.nodes, wire.node_count)
-            if mflags & MSG_PROMISED:
+            if mflags & MSG_PROMISED and not job.flags & FLAG_PROMISED:
                 job.flags |= FLAG_PROMISED
+                if job.state != WAIT_REPL:
+                    node.persist_job(job)      # a restart keeps the promise
             if mflags & MSG_REVISED:
                 copies_revise(node, job, &wire, options, now)
             elif options is not None and options.dead_reason != DEAD_NONE:
                 node.mark_dead(job)        # its QUEUED flagged dead did not reach us
-        elif not take_new:
-            continue
+        elif not take_new or mflags & MSG_PROMISED:
+            continue        # a promise round confirms copies; it never makes one:
+                            # this node may have collected the job after its ack
         else:
             q = node.queues.get(PyBytes_FromStringAndSize(wire.queue, wire.queue_len))
             if q is not None and (<Queue>q).flags & PAUSED_IN:
                 continue
             job = copies_adopt(node, &wire, options, q, now, ACTIVE, True)
-            if mflags & MSG_PROMISED:
-                job.flags |= FLAG_PROMISED
         if reply:
             append(_to_peer(sender, GOTJOB, (job.id, 0), 0))
     return 0

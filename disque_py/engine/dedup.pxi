@@ -18,7 +18,9 @@
 #     level (FLAG_CONFIRMED: it made it, or it is acked); a holder with a
 #     copy, which knows nothing of the first ADDJOB's fate, first asks the
 #     job's holders to confirm their copies, as a first ADDJOB would
-#     (REPLJOB flagged MSG_PROMISED, core/replication.py: confirm_copies),
+#     (REPLJOB flagged MSG_PROMISED, core/replication.py: confirm_copies;
+#     it makes no copy where there is none: a node may have collected the
+#     job after its ack),
 #     and while the first ADDJOB still waits here, the duplicate waits for
 #     its outcome;
 #   * a key is forgotten before its window ends only when the ADDJOB that
@@ -406,10 +408,13 @@ cdef object dedup_duplicate(NodeCore node, bytes queue, bytes key, object client
             else MAX_DEFAULT_REPLICATION
     if first.repl < repl:
         repl = first.repl
-    if repl <= 1:
-        return found                       # this copy is all it asks for
-    if repl - 1 > node.reachable_peers:
-        raise NoReplError(NOT_ENOUGH_NODES)
+    if repl <= 1:                          # this copy is all it asks for: keep it
+        if not first.flags & FLAG_PROMISED:
+            first.flags |= FLAG_PROMISED
+            node.persist_job(first)
+        return found
+    if repl - 1 > node.reachable_peers or repl > PyTuple_GET_SIZE(<object>first.delivered_):
+        raise NoReplError(NOT_ENOUGH_NODES)       # too few nodes, or holders, to confirm
     return node.confirm_copies(first, client, deadline, repl)
 
 
@@ -443,8 +448,13 @@ cdef int dedup_remember(NodeCore node, Job job, bint made_here) except -1:
 
 
 cdef int dedup_log(NodeCore node, Job job) except -1:
-    """A DEDUP record for the key of a job no LOADJOB record here carries."""
-    cdef JobOptions options = <JobOptions>job.options_
+    """A DEDUP record for the key of a job no LOADJOB record here carries
+    (written once its copies are made: a restart must not bring back the
+    key of an ADDJOB that did not succeed)."""
+    cdef JobOptions options
+    if job.options_ == NULL or (<JobOptions>job.options_).dedup_key is None:
+        return 0
+    options = <JobOptions>job.options_
     if node.aof_enabled:
         node.effects.append(AofDedup(dedup_queue_of(job, options), options.dedup_key, job.id,
                                      options.dedup_until_ms))

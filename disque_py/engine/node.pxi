@@ -334,6 +334,10 @@ cdef class NodeCore:
         version = self.options_readers.get(peer)
         return OPTIONS_LATEST if version is None else <int>version
 
+    def log_dedup(self, Job job):
+        """A job made here externally reached its copies: its DEDUP record."""
+        dedup_log(self, job)
+
     def forget_dedup(self, Job job):
         """The ADDJOB that made `job` failed: its DEDUP key is free again."""
         dedup_forget(self, job)
@@ -583,7 +587,7 @@ cdef class NodeCore:
             if self.queue_waits:
                 self.on_job_live(job)
         if options is not None:
-            if dedup_remember(self, job, True) and external:
+            if dedup_remember(self, job, True) and external and not wait:
                 dedup_log(self, job)       # no LOADJOB record here carries its key
         if not wait:
             job.flags |= FLAG_CONFIRMED    # nothing (more) to wait for
