@@ -80,6 +80,7 @@ from __future__ import annotations
 import heapq
 import zlib
 
+from disque_py.cluster.messages import MSG_PROMISED
 from disque_py.core.job import ACKED, WAIT_REPL, Job
 
 HEAL_PERIOD_MS = 100              # how often healing runs while it has work
@@ -349,9 +350,11 @@ class HealingMixin:
     def on_repljob_healing(self, sender: bytes, mflags: int, jobs: list[bytes]) -> None:
         """REPLJOB (on_repljob), then: its sender sent a copy to every holder
         it lists, so marks on those jobs are cleared, and the watched ones
-        are looked at again (their holders may have changed)."""
+        are looked at again (their holders may have changed). Not for a
+        promise round's REPLJOB (DEDUP): it gives no copy to a holder that
+        lost its own."""
         self.on_repljob(sender, mflags, jobs)
-        if self._heal_marks or self._heal_watch:
+        if (self._heal_marks or self._heal_watch) and not mflags & MSG_PROMISED:
             self._heal_copies_received(jobs)
 
     def _heal_copies_received(self, jobs: list[bytes]) -> None:

@@ -3,8 +3,8 @@
 It sits on a SimNet as its observer (track_copies on), so it sees, in
 order, every copy of a job appear and go on every node (the cores' AOF
 effects), every frame carrying whole jobs leave the network, every answer
-to a parked client, and (told by the workload) every crash, ADDJOB and
-delivery. From that it keeps, per job:
+to a parked client, and (told by the workload) every crash, ADDJOB (and
+what a DEDUP key made of it) and delivery. From that it keeps, per job:
 
   * losses: the nodes whose copy died with them (crashed holding it, not
     acked, and not in an AOF that restart would load);
@@ -27,9 +27,16 @@ Violations, each a string naming the job:
       crashes did not destroy every copy; ASYNC on a leaving node, which
       keeps none: although a copy reached a holder). At-most-once jobs may
       be lost by design; they must be delivered at most once (unless the
-      network duplicated a frame that carried it);
+      network duplicated a frame that carried it). An ADDJOB answered
+      with an earlier job's ID (DEDUP, see (10)) promises that job as its
+      own ADDJOB would, at the level n the answer stands for: the job must
+      then have had n copies (counting copies since lost), and it must
+      not be lost unless n of its holders lost their copy, whatever its
+      own ADDJOB's fate;
   (2) a delivery after the job closed (its ACK had reached every copy);
-  (4) memory left after quiescence: jobs, queued jobs, producers parked.
+  (4) memory left after quiescence: jobs, queued jobs, producers parked;
+      and used memory beyond what the queues and the DEDUP keys take (a
+      key's memory is counted while it lasts, as INFO's dedup_memory).
   (5) a job dead-lettered early (see "Failed jobs" below);
   (6) a job not dead-lettered when due;
   (7) a job dead-lettered by two nodes in one life, with no excuse;
@@ -37,9 +44,49 @@ Violations, each a string naming the job:
       served from a dead-letter queue that is not dead, a job dead-lettered
       into another queue than its DEADLETTER (or "<queue>:dead") or without
       the queue it came from, a live copy made from a REPLJOB or YOURJOBS
-      its dead-letterer sent after deciding; and each node's count of
+      its dead-letterer sent after deciding (a REPLJOB flagged MSG_PROMISED
+      makes no copy: a holder persists its flag, a node without the job
+      ignores it); and each node's count of
       dead-lettered jobs (INFO total_jobs_dead_lettered) must be what the
       checker saw it dead-letter and mark dead.
+  (9) a DEDUP table that is not what the node received (see "Idempotent
+      producers" below): looked at now and then, after each restart from
+      its AOF and at the end, each node's table must hold exactly the
+      entries (ADDJOB's queue, key, job ID, window end) the checker's model
+      of it holds, open windows only; a node must not make a new job for a
+      pair it holds an open entry for; a new job's key and window are
+      ADDJOB's, and so is the pair of every copy of it (after the job
+      moved too); a key is forgotten early (UNDEDUP) only by the producer
+      whose ADDJOB is failing, or on a DELJOB flagged MSG_ABANDONED from
+      it, and never for a job whose ADDJOB succeeded.
+ (10) a wrong answer to a duplicate: an ADDJOB whose (queue, key) names a
+      job J (the model's open entry of the pair whose window ends last)
+      gets what the protocol says, given J's copy on that node when it
+      arrives (engine/dedup.pxi, core/replication.py):
+        a. no copy there: J's ID at once;
+        b. a copy acked there, or flagged FLAG_CONFIRMED (J reached its
+           REPLICATE level there): J's ID at once;
+        c. J waiting there for its copies (this node is its producer): the
+           duplicate parks, and gets J's first ADDJOB's own outcome (the
+           same answer, just after it), or NOREPL at its own deadline;
+        d. any other copy: with n = min(J's REPLICATE, the duplicate's),
+           J's ID at once when n <= 1, NOREPL at once when fewer than n - 1
+           peers are reachable, else the duplicate parks for a promise
+           round: J's ID once n copies are confirmed, or as soon as J is
+           acked there; NOREPL at its own deadline or once J left the node.
+      And the ID is earned ((1), at that moment): a. J acked by a consumer,
+      or its ADDJOB answered with the ID, or an earlier ID answer earned it
+      (n >= 1), or its TTL ran out; b. acked: J acked by a consumer;
+      confirmed: J acked, or its ADDJOB answered with the ID, or an earlier
+      answer earned J's REPLICATE level; c. J's ADDJOB answered with the ID
+      (its (1) check covers the copies); d. at once (n <= 1): n copies
+      (holders now, and copies lost since they were made); in a round: n
+      copies a round confirmed (holders whose copy is flagged FLAG_PROMISED,
+      or acked, or was loaded from their AOF since J was made, which may
+      have cleared the flag; copies in a down node's AOF; copies lost
+      since), or J acked. From then on J is owed at level n (d, for a duplicate with
+      RETRY > 0: an at-most-once producer accepts a loss; a, b: nothing
+      beyond what earned it; c: its ADDJOB's).
 (3), nothing raises, is the runner's: any exception fails the seed. And now
 and then during the run, each node's books must agree with themselves
 (check_books): a broken invariant shows where it breaks, long before it
@@ -107,6 +154,21 @@ moves it (counters back to 0). The reasoning, for a job with limit n:
     copy), or the node restarted since (its AOF does not record the move).
     So without faults, reordering, concurrent re-queues or QREQUEUE racing
     a death, a job is dead-lettered on one node.
+
+Idempotent producers (ADDJOB ... DEDUP key [WINDOW s]; engine/dedup.pxi).
+The checker keeps its own model of each node's table, one entry per job:
+node i remembers a job's (queue, key) when it makes the job (its ADDJOB,
+even on a leaving node that keeps no copy) or receives a copy of it (its
+AOF record seen: REPLJOB, YOURJOBS, REPLJOB flagged MSG_PROMISED), with
+ADDJOB's queue (wherever the job moved since) and window end, unless that
+window ended; it forgets it when its window ends, when it writes an
+UNDEDUP record (a failed ADDJOB), or when it crashes. A restart from the
+AOF brings back what its records carry: the entries of its LOADJOB and
+DEDUP records, less those of the UNDEDUP records after them, whose window
+is still open (an expired job's record too). Nothing else may add or drop
+an entry; a lookup answers the open entry of the pair whose window ends
+last. Two jobs may share a pair (a retry that reached a node that knew
+neither): both are remembered, each until its own window ends.
 """
 
 from __future__ import annotations
@@ -115,13 +177,20 @@ import itertools
 from typing import NamedTuple
 
 from disque_py.cluster import messages as msg
-from disque_py.core.effects import AofDelJob, AofLoadJob, Unblock
-from disque_py.core.job import (ACKED, DEAD_NONE, FLAG_COUNTED, QUEUED,
-                                WAIT_REPL)
+from disque_py.core.effects import AofDedup, AofDelJob, AofLoadJob, AofUndedup, Unblock
+from disque_py.core.job import (ACKED, DEAD_NONE, FLAG_CONFIRMED, FLAG_COUNTED, FLAG_PROMISED,
+                                QUEUED, WAIT_REPL)
 from disque_py.core.node import Node
+from disque_py.core.waiters import Waiter
+from disque_py.engine import CONSTANTS
+from disque_py.errors import NoReplError
 from tests.unit.simnet import COPY_KINDS, SimNet
 
 WAITING, OK, REFUSED, UNKNOWN = "waiting", "ok", "refused", "unknown"
+QUEUE_MEMORY = CONSTANTS["QUEUE_MEMORY_OVERHEAD"]     # used_memory per queue
+DEDUP_KEY_MEMORY = CONSTANTS["DEDUP_MEMORY_OVERHEAD"]  # ... per DEDUP key, beyond the key
+MAX_DEFAULT_REPLICATION = 3       # REPLICATE's default: the cluster's size, at most this
+NOT_ENOUGH_NODES = "Not enough reachable nodes"
 
 
 class TracedNode(Node):
@@ -171,11 +240,34 @@ class Decision(NamedTuple):
     received: int               # len(net.delivered) then: likewise, frames received
 
 
+class DedupAsk(NamedTuple):
+    """An ADDJOB with a DEDUP key, and what node `node` held for its pair
+    just before it ran: what (10) expects of its answer."""
+    node: int
+    at: int
+    queue: bytes
+    key: bytes
+    repl: int                   # the ADDJOB's REPLICATE (-1: the default)
+    retry: int                  # its RETRY (0: at most once, which may be lost)
+    entry: bytes | None         # the job the node's table named (None: no open entry)
+    copy: object                # that job's copy on the node (a Job), or None
+    case: str                   # "new", "a", "b-acked", "b-confirmed", "c" or "d" (docstring)
+    copies: int                 # d: n, the confirmed copies the ID needs
+    reachable: int              # the node's reachable peers then
+    owed: dict                  # the model's open entries of the pair: {job ID: window end}
+
+
+class ParkedDuplicate(NamedTuple):
+    ask: DedupAsk
+    waiter: Waiter
+
+
 class JobFacts:
     __slots__ = ("id", "name", "node", "repl", "retry", "async_", "external", "stand_in",
                  "outcome", "deliveries", "losses", "closed_at", "acked",
                  "body", "max_deliveries", "nacks_sent", "requeues", "life", "decisions",
-                 "stale_nacks", "stale_deliveries")
+                 "stale_nacks", "stale_deliveries", "queue", "key", "until", "level",
+                 "answer", "expires", "made_at")
 
     def __init__(self, job_id: bytes, name: str, node: int, repl: int, retry: int,
                  async_: bool, external: bool) -> None:
@@ -201,6 +293,13 @@ class JobFacts:
         # QUEUED increments in flight to a node when it made a copy: the copy
         # may count their events already, and they count them again.
         self.stale_nacks = self.stale_deliveries = 0
+        self.queue: bytes | None = None
+        self.key: bytes | None = None   # DEDUP (None: none)
+        self.until = 0                  # the key's window's end (ms)
+        self.level = 0                  # the copies ID answers to duplicates stood for (max)
+        self.answer = None              # what its own ADDJOB was answered, once it was
+        self.expires = 0                # its TTL's end (ms)
+        self.made_at = 0                # when its ADDJOB ran (ms)
 
 
 class Checker:
@@ -218,6 +317,14 @@ class Checker:
         self.restarts: dict[int, list[int]] = {}     # node -> when it came back
         self.copies_made: dict[tuple, int] = {}      # (node, job ID) -> seq of its last copy
         self._seq = itertools.count()                # orders decisions and copies
+        # Idempotent producers: the model of each node's DEDUP table, and of
+        # what its AOF would bring back ({job ID: (queue, key, window end)}).
+        self.dedup_table: list[dict] = [{} for _ in net.nodes]
+        self.dedup_disk: list[dict] = [{} for _ in net.nodes]
+        self.dedup_answers = 0                       # ADDJOBs answered without a new job
+        self.dedup_forgotten: list = []              # (node, when, job ID): UNDEDUP, judged later
+        self.parked: dict = {}                       # client -> ParkedDuplicate
+        self._table_reported: set = set()            # (node, entry, what): reported once
         net.observer = self
         for i, node in enumerate(net.nodes):
             self.booted(i, node)
@@ -226,13 +333,24 @@ class Checker:
 
     def added(self, job_id: bytes, node: int, repl: int, retry: int, async_: bool,
               parked: bool, external: bool = False, body: bytes | None = None,
-              max_deliveries: int = 0) -> JobFacts:
+              max_deliveries: int = 0, queue: bytes | None = None, key: bytes | None = None,
+              until: int = 0, job=None, ask: DedupAsk | None = None) -> JobFacts:
+        """ADDJOB made a job (`key`: its DEDUP key, `until`: the end of the
+        window ADDJOB asked for; `job`: the Job, to read its options; `ask`:
+        dedup_before()'s look at the node, for a key)."""
         facts = JobFacts(job_id, "j%d" % len(self.jobs), node, repl, retry, async_, external)
         facts.body = body
         facts.max_deliveries = max_deliveries
+        facts.queue, facts.key, facts.until = queue, key, until
+        facts.made_at = self.net.clock.now_ms()
+        if job is not None:
+            facts.expires = job.etime * 1000
         self.jobs[job_id] = facts
         if not parked:
             facts.outcome = OK
+            facts.answer = job_id
+        if key is not None:
+            self._dedup_made(node, facts, job, ask)
         self._check_closed(facts)       # ASYNC on a leaving node: its frames may be lost
         return facts
 
@@ -353,9 +471,16 @@ class Checker:
             facts = self.jobs.get(effect.job.id)
             if facts is not None and facts.max_deliveries:
                 self._copy_made(i, effect.job, facts)
+            self._dedup_copy(i, effect.job, facts)
+        elif kind is AofDedup:
+            self._dedup_remember(i, effect.job_id, effect.queue, effect.key, effect.until_ms)
+        elif kind is AofUndedup:
+            self._dedup_undedup(i, effect)
         elif kind is Unblock:
             client = effect.waiter.client
-            if client.producer:
+            if client.producer and client.follows:
+                self._parked_answered(i, client, effect.outcome)
+            elif client.producer:
                 self._producer_answered(i, client.job_id, effect.outcome)
             elif type(effect.outcome) is list:
                 for job in effect.outcome:
@@ -369,6 +494,7 @@ class Checker:
 
     def _producer_answered(self, i: int, job_id: bytes, outcome) -> None:
         facts = self.jobs[job_id]
+        facts.answer = outcome
         if outcome != job_id:
             facts.outcome = REFUSED
             self.log(f"{facts.name} ADDJOB answered {outcome}", job_id)
@@ -393,6 +519,10 @@ class Checker:
         if isinstance(node, TracedNode):
             node.tracer, node.index = self, i
         self.dead_counted[i] = 0
+        # A new core remembers nothing, but what its AOF (loaded next) carries.
+        now = self.net.clock.now_ms()
+        self.dedup_table[i] = {} if self.net.aof[i] is None else \
+            {job_id: entry for job_id, entry in self.dedup_disk[i].items() if entry[2] > now}
 
     def enqueued(self, i: int, job, options, nack: bool, before: tuple, queued: bool) -> None:
         """Node i ran enqueue() on a job with MAXDELIVERIES: was it a counted
@@ -521,6 +651,8 @@ class Checker:
         frame = net.delivering
         if frame is None or frame.kind not in COPY_KINDS or job.id not in frame.keys:
             return                      # the producer's own copy (ADDJOB, GOTJOB, SETACK)
+        if frame.kind == msg.REPLJOB and frame.mflags & msg.MSG_PROMISED:
+            return      # a promise round's REPLJOB makes no copy: the holder persists its flag
         self.copies_made[(i, job.id)] = next(self._seq)
         for entry in net._inflight:
             m = entry[2]
@@ -555,6 +687,8 @@ class Checker:
 
     def restarted(self, i: int) -> None:
         self.restarts.setdefault(i, []).append(self.net.clock.now_ms())
+        if self.net.aof[i] is not None:
+            self._check_dedup_table(i, "after its restart from its AOF")
 
     def _duplicated_increments(self, job_id: bytes, flag: int) -> int:
         return sum(1 for m in self.net.duplicated
@@ -592,6 +726,26 @@ class Checker:
                 found.add(i)
         return found
 
+    def promised_holders(self, facts: JobFacts) -> set[int]:
+        """Holders whose copy a promise round confirmed: flagged FLAG_PROMISED
+        (or acked) in memory, or in the AOF of a down node, or loaded from
+        its AOF since the job was made (the flags an AOF record carries
+        may predate the round's: they are not looked at)."""
+        net = self.net
+        found = set()
+        now = net.clock.now_ms()
+        for i, node in enumerate(net.nodes):
+            if net.up[i]:
+                job = node.jobs.get(facts.id)
+                if job is not None and (
+                        job.state == ACKED or job.flags & FLAG_PROMISED
+                        or net.aof[i] is not None
+                        and self._restarted_between(i, facts.made_at, now)):
+                    found.add(i)
+            elif net.aof[i] is not None and facts.id in net.aof_jobs[i]:
+                found.add(i)
+        return found
+
     def _check_closed(self, facts: JobFacts) -> bool:
         if facts.closed_at is None:
             if self.net.copies_in_flight[facts.id] > 0 or self.holders(facts.id):
@@ -599,6 +753,292 @@ class Checker:
             facts.closed_at = self.net.clock.now_ms()
             self.log(f"{facts.name} closed: no copy left anywhere", facts.id)
         return True
+
+    # ------------------------------------------------------------ idempotent producers
+
+    def _dedup_remember(self, i: int, job_id: bytes, queue: bytes, key: bytes,
+                        until: int, record: bool = True) -> None:
+        """Node i remembers (queue, key) for job_id until `until` (its model),
+        and (`record`: a LOADJOB or DEDUP record carries it) its AOF will
+        bring it back."""
+        if until > self.net.clock.now_ms():
+            self.dedup_table[i][job_id] = (queue, key, until)
+            if record:
+                self.dedup_disk[i][job_id] = (queue, key, until)
+
+    def _dedup_copy(self, i: int, job, facts: JobFacts | None) -> None:
+        """Node i wrote a LOADJOB record (it made the job, received a copy, or
+        changed its copy): it remembers the job's key, if it has one. (9):
+        the copy's pair is ADDJOB's, wherever the job went since."""
+        options = self.net.nodes[i].options_of(job)
+        if options is None or options.dedup_key is None:
+            return
+        queue = options.dedup_queue if options.dedup_queue is not None else job.queue
+        pair = (queue, options.dedup_key, options.dedup_until_ms)
+        if facts is None:               # its producer, in the ADDJOB: added() checks it
+            self._dedup_remember(i, job.id, *pair)
+            return
+        if pair != (facts.queue, facts.key, facts.until):
+            self.violate(facts, f"(9) node {i}'s copy (in {job.queue!r}) names DEDUP pair "
+                                f"{pair[:2]} until {self.net_time(pair[2])}; its ADDJOB's is "
+                                f"{(facts.queue, facts.key)} until {self.net_time(facts.until)}")
+        self._dedup_remember(i, job.id, facts.queue, facts.key, facts.until)
+
+    def _dedup_undedup(self, i: int, effect) -> None:
+        """Node i forgot a key before its window ended (UNDEDUP): (9), only
+        as the producer whose ADDJOB is failing, or on its DELJOB flagged
+        MSG_ABANDONED; whether that ADDJOB failed is judged at the end."""
+        self.dedup_table[i].pop(effect.job_id, None)
+        self.dedup_disk[i].pop(effect.job_id, None)
+        facts = self.jobs.get(effect.job_id)
+        now = self.net.clock.now_ms()
+        if facts is None:
+            self.violations.append(f"(9) node {i} forgot DEDUP {effect.key!r} of "
+                                   f"{effect.job_id!r}, a job nobody made with a key")
+            return
+        self.log(f"{facts.name}'s DEDUP key {effect.key.decode()} forgotten on n{i} "
+                 f"(UNDEDUP: its ADDJOB failed)", facts.id)
+        self.dedup_forgotten.append((i, now, facts.id))
+        frame = self.net.delivering
+        abandoned = frame is not None and frame.kind == msg.DELJOB \
+            and frame.mflags & msg.MSG_ABANDONED and facts.id in frame.keys \
+            and frame.src == facts.node
+        if not abandoned and not (i == facts.node and facts.outcome == WAITING):
+            how = "handling " + (f"n{frame.src}'s {frame.name} (flags {frame.mflags})"
+                                 if frame is not None else "no frame")
+            self.violate(facts, f"(9) node {i} forgot its DEDUP key (UNDEDUP) at "
+                                f"{self.net_time(now)}, {how}: neither its producer (n"
+                                f"{facts.node}) failing its ADDJOB, nor on its DELJOB flagged "
+                                f"MSG_ABANDONED")
+
+    def _dedup_open(self, i: int, queue: bytes, key: bytes, now: int) -> dict:
+        """The model's open entries of (queue, key) on node i: {job ID: window end}."""
+        return {job_id: until for job_id, (q, k, until) in self.dedup_table[i].items()
+                if until > now and k == key and q == queue}
+
+    def dedup_before(self, i: int, queue: bytes, key: bytes, repl: int,
+                     retry: int) -> DedupAsk:
+        """An ADDJOB with a DEDUP key is about to run on node i: what the node
+        holds for its pair, for (9) and (10) to judge the answer by."""
+        node, now = self.net.nodes[i], self.net.clock.now_ms()
+        entry = node.dedup.lookup(queue, key, now)
+        copy = node.lookup(entry) if entry is not None else None
+        copies = 0
+        if entry is None:
+            case = "new"
+        elif copy is None:
+            case = "a"
+        elif copy.state == ACKED:
+            case = "b-acked"
+        elif copy.flags & FLAG_CONFIRMED:
+            case = "b-confirmed"
+        elif copy.state == WAIT_REPL:
+            case = "c"
+        else:
+            case = "d"
+            wanted = repl if repl >= 0 else min(node.cluster_size, MAX_DEFAULT_REPLICATION)
+            copies = min(copy.repl, wanted)
+        return DedupAsk(i, now, queue, key, repl, retry, entry, copy, case, copies,
+                        node.reachable_peers, self._dedup_open(i, queue, key, now))
+
+    def _dedup_made(self, i: int, facts: JobFacts, job, ask: DedupAsk | None) -> None:
+        """Node i made a new job with a DEDUP key: (9)."""
+        options = self.net.nodes[i].options_of(job) if job is not None else None
+        if options is None or options.dedup_key != facts.key \
+                or options.dedup_until_ms != facts.until:
+            got = (options.dedup_key, options.dedup_until_ms) if options is not None else None
+            self.violate(facts, f"(9) its DEDUP key is {got}; ADDJOB asked for {facts.key!r} "
+                                f"until {facts.until}")
+        if ask is not None and ask.owed:
+            self.violate(facts, f"(9) node {i} made it for DEDUP {facts.key.decode()} in "
+                                f"{facts.queue.decode()} while its table should name "
+                                f"{self.names_of(ask.owed)} (its table named "
+                                f"{self._name(ask.entry)})")
+        self._dedup_remember(i, facts.id, facts.queue, facts.key, facts.until, record=False)
+
+    def _check_dedup_table(self, i: int, when: str) -> None:
+        """(9): node i's table is the model's (open windows only)."""
+        node, now = self.net.nodes[i], self.net.clock.now_ms()
+        table = self.dedup_table[i]
+        for job_id in [job_id for job_id, entry in table.items() if entry[2] <= now]:
+            del table[job_id]
+        model = {(queue, key, job_id, until) for job_id, (queue, key, until) in table.items()}
+        engine = {entry for entry in node.dedup.items() if entry[3] > now}
+        for what, entries in (("lacks", model - engine), ("has", engine - model)):
+            for queue, key, job_id, until in sorted(entries):
+                if (i, job_id, what) in self._table_reported:
+                    continue
+                self._table_reported.add((i, job_id, what))
+                text = (f"(9) node {i}'s DEDUP table {what} an entry for {self._name(job_id)} "
+                        f"(DEDUP {key.decode()} in {queue.decode()}, window until "
+                        f"{self.net_time(until)}) at {self.net_time(now)} ({when}): "
+                        + ("it received that key and did not forget it" if what == "lacks" else
+                           "it never received it (or not so), forgot it, or lost it in a "
+                           "crash"))
+                facts = self.jobs.get(job_id)
+                if facts is not None:
+                    self.violate(facts, text)
+                else:
+                    self.violations.append(text)
+                    self.log("VIOLATION " + text)
+
+    def duplicate(self, ask: DedupAsk, client, answer) -> None:
+        """Node ask.node made no job for an ADDJOB with a DEDUP key: it
+        answered an ID (bytes) or an error at once, or parked the producer
+        (a Waiter). (10), and (1) for an ID answered at once."""
+        i, case, entry = ask.node, ask.case, ask.entry
+        what = f"ADDJOB DEDUP {ask.key.decode()} in {ask.queue.decode()} on node {i}"
+        parked = type(answer) is Waiter
+        named = answer if type(answer) is bytes else answer.job.id if parked else None
+        if named is not None:
+            self.dedup_answers += 1
+        if case == "new":
+            if named is not None:
+                self.violations.append(f"(10) {what} answered {named!r} "
+                                       f"{'(parked)' if parked else ''}; its table named no job")
+                self.log(f"VIOLATION (10) {what} answered {self._name(named)}; its table "
+                         f"named no job")
+            return                      # refused as a new job would be
+        facts = self.jobs.get(entry)
+        if facts is None or facts.key is None:
+            self.violations.append(f"(10) {what} answered {answer!r}: its table named "
+                                   f"{entry!r}, a job nobody made with a DEDUP key")
+            self.log(f"VIOLATION (10) {what} answered {answer!r}")
+            return
+        if (facts.queue, facts.key) != (ask.queue, ask.key):
+            self.violate(facts, f"(10) {what} found it in its table; its DEDUP key is "
+                                f"{facts.key!r} in {facts.queue!r}")
+        latest = max(ask.owed.values()) if ask.owed else None
+        if entry not in ask.owed:
+            self.violate(facts, f"(10) {what} found it in its table, but node {i} never "
+                                f"received that key, or forgot it, or its window ended (at "
+                                f"{self.net_time(facts.until)})")
+        elif ask.owed[entry] != latest:
+            later = [job_id for job_id, until in ask.owed.items() if until == latest]
+            self.violate(facts, f"(10) {what} found it in its table (window until "
+                                f"{self.net_time(ask.owed[entry])}); the pair's window that "
+                                f"ends last is {self.names_of(later)}'s "
+                                f"({self.net_time(latest)})")
+        # What the protocol answers in each case (the module's docstring).
+        if case == "c":
+            expected = "parks"
+        elif case == "d" and ask.copies > 1:
+            expected = "NOREPL" if ask.copies - 1 > ask.reachable else "parks"
+        else:
+            expected = "the ID"
+        got = "parks" if parked and answer.job.id == entry else \
+            "the ID" if named == entry else \
+            "NOREPL" if isinstance(answer, NoReplError) and NOT_ENOUGH_NODES in str(answer) \
+            else repr(answer)
+        how = f"case {case}" + (f", n {ask.copies}, {ask.reachable} peers reachable"
+                                if case == "d" else "")
+        self.log(f"{what} ({how}) -> {got}", entry)
+        if got != expected:
+            self.violate(facts, f"(10) {what} ({how}) was answered {got}; the protocol "
+                                f"says {expected}")
+            return
+        if parked:
+            if case == "d" and answer.copies != ask.copies:
+                self.violate(facts, f"(10) {what} ({how}) parked for {answer.copies} copies")
+            self.parked[client] = ParkedDuplicate(ask, answer)
+        elif named is not None:
+            self._id_earned(facts, ask, "answered at once")
+
+    def _id_earned(self, facts: JobFacts, ask: DedupAsk, when: str) -> None:
+        """(1): an ID answered to a duplicate is earned (the docstring's
+        (10)); the job is owed from then on at the level it stood for."""
+        now = self.net.clock.now_ms()
+        holders = self.holders(facts.id)
+        copies = len(holders | facts.losses)
+        case = ask.case
+        if case == "a":
+            earned = facts.acked or facts.outcome == OK or facts.level >= 1 \
+                or now >= facts.expires
+            need = "acked, its ADDJOB answered with the ID, or an earlier answer"
+        elif case == "b-acked":
+            earned = facts.acked
+            need = "acked by a consumer (its copy there is)"
+        elif case == "b-confirmed":
+            earned = facts.acked or facts.outcome == OK or facts.level >= facts.repl
+            need = f"acked, its ADDJOB answered with the ID, or REPLICATE {facts.repl} copies " \
+                   f"confirmed by an earlier answer (it is flagged confirmed there)"
+        elif case == "c":
+            earned = facts.outcome == OK
+            need = "its ADDJOB answered with the ID first"
+        elif when == "answered at once":        # d, n <= 1: this node's copy
+            earned = copies >= ask.copies
+            need = f"{ask.copies} copies"
+        else:                                   # d: a promise round
+            promised = self.promised_holders(facts)
+            copies = len(promised | facts.losses)
+            earned = copies >= ask.copies or facts.acked
+            need = f"{ask.copies} copies flagged promised (on {sorted(promised)})"
+        if case[0] == "d" and copies >= ask.copies and ask.retry:   # at most once: may be lost
+            facts.level = max(facts.level, ask.copies)
+        self.log(f"{facts.name}'s ID answered to a duplicate ADDJOB on n{ask.node} ({when}, "
+                 f"case {case}); its own ADDJOB is {facts.outcome}; copies on "
+                 f"{sorted(holders)}, lost on {sorted(facts.losses)}", facts.id)
+        if not earned:
+            self.violate(facts, f"(1) a duplicate ADDJOB (DEDUP {ask.key.decode()}) on node "
+                                f"{ask.node} was answered with its ID ({when}, case {case}), "
+                                f"which needs {need}; copies on {sorted(holders)} (lost on "
+                                f"{sorted(facts.losses)}), REPLICATE {facts.repl}, "
+                                f"{'acked' if facts.acked else 'not acked'}; its own ADDJOB on "
+                                f"node {facts.node} is {facts.outcome}")
+
+    def _parked_answered(self, i: int, client, outcome) -> None:
+        """(10): a parked duplicate's answer (c: its first ADDJOB's; d: its
+        promise round's), and (1) for an ID."""
+        parked = self.parked.pop(client, None)
+        if parked is None:
+            return
+        ask, waiter = parked
+        facts = self.jobs[ask.entry]
+        now = self.net.clock.now_ms()
+        timed_out = waiter.deadline and now >= waiter.deadline
+        what = f"a duplicate ADDJOB parked on node {i} (case {ask.case}" + \
+            (f", n {ask.copies})" if ask.case == "d" else ")")
+        if type(outcome) is bytes:
+            if outcome != facts.id:
+                self.violate(facts, f"(10) {what} was answered {outcome!r}")
+                return
+            self.log(f"{client} (a duplicate of {facts.name}) answered with the ID", facts.id)
+            if ask.case == "c" and facts.outcome != OK:
+                self.violate(facts, f"(10) {what} was answered with its ID; its own ADDJOB "
+                                    f"is {facts.outcome} ({facts.answer})")
+                return
+            self._id_earned(facts, ask, "once parked")
+            return
+        self.log(f"{client} (a duplicate of {facts.name}) answered {outcome}", facts.id)
+        if timed_out:
+            return
+        if ask.case == "c":
+            if facts.outcome == WAITING or str(outcome) != str(facts.answer):
+                self.violate(facts, f"(10) {what} was answered {outcome} before its deadline;"
+                                    f" its own ADDJOB is {facts.outcome} ({facts.answer})")
+        elif self.net.nodes[i].lookup(facts.id) is waiter.job:
+            self.violate(facts, f"(10) {what} was answered {outcome} before its deadline, "
+                                f"its copy still there")
+
+    def _judge_dedup(self) -> None:
+        """(9), now that every ADDJOB's fate is known: no key forgotten early
+        (UNDEDUP) for a job whose ADDJOB succeeded."""
+        for i, at, job_id in self.dedup_forgotten:
+            facts = self.jobs[job_id]
+            if facts.outcome == OK:
+                self.violate(facts, f"(9) node {i} forgot its DEDUP key at {self.net_time(at)} "
+                                    f"(UNDEDUP), its window open until "
+                                    f"{self.net_time(facts.until)}; its ADDJOB succeeded")
+
+    def _name(self, job_id) -> str:
+        if job_id is None:
+            return "no job"
+        facts = self.jobs.get(job_id)
+        return facts.name if facts is not None else job_id.decode()
+
+    def names_of(self, job_ids) -> list[str]:
+        return sorted((self._name(job_id) for job_id in job_ids),
+                      key=lambda name: (len(name), name))
 
     # ------------------------------------------------------------ the books
 
@@ -613,6 +1053,8 @@ class Checker:
                                        f"{self.net_time(self.net.clock.now_ms())}: {problem}")
                 self.log("VIOLATION (books) " + problem)
                 return
+        for i in self.net.live():
+            self._check_dedup_table(i, "looked at")
 
     # ------------------------------------------------------------ at the end
 
@@ -620,10 +1062,13 @@ class Checker:
         """The checks that need quiescence; returns every violation."""
         self._check_memory()
         self._check_dead_counts()
+        for i in self.net.live():
+            self._check_dedup_table(i, "at the end")
+        self._judge_dedup()
         duplicated = self._duplicated_copies()
         for facts in self.jobs.values():
-            if facts.outcome != OK:
-                continue
+            if facts.outcome != OK and not facts.level:
+                continue                # nobody was promised this job
             if facts.retry == 0:
                 if len(facts.deliveries) > 1 and facts.id not in duplicated:
                     self.violate(facts, f"(1) at-most-once job delivered "
@@ -631,13 +1076,27 @@ class Checker:
             elif not facts.acked and not self._excused(facts):
                 what = "never delivered" if not facts.deliveries else \
                     f"delivered {len(facts.deliveries)} times, never acknowledged"
+                promised = f"; IDs answered to duplicates stood for {facts.level} copies" \
+                    if facts.level else ""
                 self.violate(facts, f"(1) {what}; REPLICATE {facts.repl}"
-                                    f"{' ASYNC' if facts.async_ else ''}, copies lost on "
+                                    f"{' ASYNC' if facts.async_ else ''}, its ADDJOB "
+                                    f"{facts.outcome}{promised}, copies lost on "
                                     f"{sorted(facts.losses) or 'no node'}")
         return self.violations
 
     def _excused(self, facts: JobFacts) -> bool:
-        """Lost the way the promise allows: REPLICATE holders died with their
+        """Lost the way every promise made allows: its ADDJOB's (if it
+        succeeded) and the IDs answered to duplicates' (n copies: n holders
+        died with their copy)."""
+        if facts.outcome == OK and not self._excused_addjob(facts):
+            return False
+        if facts.level and (self.strict and facts.level >= 2
+                            or len(facts.losses) < facts.level):
+            return False
+        return True
+
+    def _excused_addjob(self, facts: JobFacts) -> bool:
+        """Lost the way its ADDJOB's promise allows: REPLICATE holders died with their
         copy; an ASYNC job (copies never confirmed) died in crashes. ASYNC
         on a leaving node keeps no copy at all and sends its copies once,
         unconfirmed (as Disque does): a lost frame loses it, crash or not."""
@@ -673,6 +1132,14 @@ class Checker:
                 self.violations.append(
                     f"(4) node {i}: {queued} queued, {len(node.replicating)} replicating, "
                     f"{node.blocked_clients} clients parked, {len(node.schedule)} scheduled")
+            # No job left: the memory counted is the queues' and the DEDUP keys'.
+            keys = sum(DEDUP_KEY_MEMORY + len(key) for _, key, _, _ in node.dedup.items())
+            expected = QUEUE_MEMORY * len(node.queues) + keys
+            if not left and (node.used_memory != expected or node.dedup.memory != keys):
+                self.violations.append(
+                    f"(4) node {i} counts {node.used_memory} bytes used ({node.dedup.memory} "
+                    f"for its DEDUP keys); its {len(node.queues)} queues and "
+                    f"{len(node.dedup)} keys take {expected} ({keys})")
 
     # ------------------------------------------------------------ reporting
 

@@ -39,6 +39,7 @@ class Result(NamedTuple):
     report: str                   # the failure report, "" when the seed passed
     dead_lettered: int = 0        # dead-letter decisions (MAXDELIVERIES reached)
     revived: int = 0              # jobs QREQUEUE moved back to work
+    deduplicated: int = 0         # ADDJOBs (DEDUP) answered with an earlier job's ID
 
     @property
     def ok(self) -> bool:
@@ -62,7 +63,8 @@ def run_seed(seed: int) -> Result:
                     len(checker.jobs), sum(deliveries), sum(n > 1 for n in deliveries),
                     len(net.sent), "",
                     sum(len(facts.decisions) for facts in checker.jobs.values()),
-                    sum(facts.life for facts in checker.jobs.values()))
+                    sum(facts.life for facts in checker.jobs.values()),
+                    checker.dedup_answers)
     if not result.ok:
         result = result._replace(report=failure_report(workload, violations, error))
     return result
@@ -185,6 +187,7 @@ def summary(results: list[Result]) -> str:
             f"{sum(r.frames for r in results)} frames, "
             f"{sum(r.dead_lettered for r in results)} dead-lettered, "
             f"{sum(r.revived for r in results)} QREQUEUEd, "
+            f"{sum(r.deduplicated for r in results)} ADDJOBs deduplicated, "
             f"{sum(r.sim_ms for r in results) // 1000} simulated seconds")
 
 

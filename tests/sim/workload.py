@@ -12,11 +12,17 @@ think time, ACKJOB, FASTACK, NACK (with or without DELAY), WORKING then
 ACKJOB, or forget the job (as a consumer that died); consumers NACK jobs
 with MAXDELIVERIES more often, so that many reach their limit; some ACKJOB
 IDs nobody ever made (dummy acks); now and then a QREQUEUE moves dead jobs
-back to work. Nodes crash and come back, partitions form and heal, links fail
-one way for a while (frames lost, nodes' views unchanged: what a
-half-broken connection does before failure detection notices), and nodes
-leave the cluster for a while (CLUSTER LEAVING: ADDJOB there keeps no
-copy, GETJOB there is refused).
+back to work. Some producers are idempotent (ADDJOB ... DEDUP key, with or
+without WINDOW, keys from a small pool per seed, so that producers collide
+too): after NOREPL, or an answer lost with its node, and now and then after
+an ID (the answer lost on the way back) or while still waiting (a client
+timeout shorter than the ADDJOB's), the producer sends the same ADDJOB
+again, with the same arguments, to the same node or another one. Nodes
+crash and come back, partitions form and heal, links fail one way for a
+while (frames lost, nodes' views unchanged: what a half-broken connection
+does before failure detection notices), and nodes leave the cluster for a
+while (CLUSTER LEAVING: ADDJOB there keeps no copy, GETJOB there is
+refused).
 
 The nodes' views carry failure detection (SimNet.failure_detection: a
 node down, or cut off from a majority, is FAIL after a delay the seed
@@ -52,6 +58,7 @@ import random
 from typing import NamedTuple
 
 from disque_py.core.job import WAIT_REPL, JobOptions
+from disque_py.core.waiters import Waiter
 from disque_py.errors import DisqueError
 from tests.sim.checker import OK, WAITING, Checker, TracedNode
 from tests.unit.simnet import SimNet
@@ -81,6 +88,15 @@ PRIORITIES = (0, 1, 5, 8, 9)         # drawn for half the jobs with options
 NACK_DELAYS_S = (None, None, 0, 1, 2)   # None: NACK without DELAY (BACKOFF decides)
 DEAD_READ_RATE = 0.2              # GETJOBs that also read a dead-letter queue
 QREQUEUE_RATE = 0.03              # per client action
+# Idempotent producers (ADDJOB ... DEDUP key [WINDOW s]). Drawn from a
+# generator of their own (Workload.dedup_rng): every other choice a seed
+# makes stays what it was without them.
+DEDUP_RATE = 0.3                  # ADDJOBs with a DEDUP key
+DEDUP_POOL = (1, 2, 3, 5)         # keys per seed (b"k0"...): producers share them
+WINDOWS_S = (0, 0, 1, 2, 30)      # WINDOW (0: none, the key lasts the job's TTL)
+PRODUCER_PATIENCE_MS = (0, 5, 50, 300, 1500)   # when the producer looks at its answer
+RETRY_CHANCE = {"norepl": 0.8, "lost": 0.8, "waiting": 0.25, "answered": 0.15}
+MAX_ATTEMPTS = 4                  # ADDJOBs per request, the first included
 
 
 class Scenario(NamedTuple):
@@ -138,16 +154,45 @@ def make_scenario(rng: random.Random) -> Scenario:
     return scenario
 
 
+class AddRequest(NamedTuple):
+    """What a producer asks ADDJOB, kept to send it again (a retry)."""
+    queue: bytes
+    body: bytes
+    repl: int
+    retry: int
+    ttl: int
+    delay: int
+    async_: bool
+    timeout: int
+    options: tuple | None         # BACKOFF, MAXDELIVERIES, DEADLETTER, PRIORITY (JobOptions)
+    text: str                     # the options as ADDJOB's words
+    key: bytes | None = None      # DEDUP
+    window: int = 0               # WINDOW seconds (0: none)
+    attempt: int = 1
+
+    def words(self) -> str:
+        return (f"REPLICATE {self.repl} RETRY {self.retry} DELAY {self.delay} TIMEOUT "
+                f"{self.timeout}" + (" ASYNC" if self.async_ else "") + self.text
+                + (f" DEDUP {self.key.decode()}" if self.key is not None else "")
+                + (f" WINDOW {self.window}" if self.window else ""))
+
+
 class Client:
     """A producer (waiting for one job's ID) or a consumer, as the core's
-    opaque `client`."""
+    opaque `client`. A producer whose DEDUP key named an earlier job, and
+    that the node parked (for that job's first ADDJOB, or a promise round),
+    `follows` it: job_id is that job's."""
 
-    __slots__ = ("producer", "number", "job_id")
+    __slots__ = ("producer", "number", "job_id", "follows", "node", "incarnation", "answer")
 
     def __init__(self, producer: bool, number: int) -> None:
         self.producer = producer
         self.number = number
         self.job_id = b""
+        self.follows = False
+        self.node = -1                # where its ADDJOB went, and that node's incarnation
+        self.incarnation = 0
+        self.answer = None            # an answer given at once (ID, or the error)
 
     def __repr__(self) -> str:
         return ("p%d" if self.producer else "c%d") % self.number
@@ -157,7 +202,9 @@ class Workload:
     def __init__(self, seed: int) -> None:
         self.seed = seed
         self.rng = rng = random.Random(seed)
+        self.dedup_rng = random.Random(seed ^ 0xDED0)     # idempotent producers' choices
         self.scenario = sc = make_scenario(rng)
+        self.dedup_keys = tuple(b"k%d" % n for n in range(self.dedup_rng.choice(DEDUP_POOL)))
         self.net = net = SimNet(sc.size, seed=seed, track_copies=True, failure_detection=True,
                                 fail_delay_ms=sc.fail_delay_ms, node_class=TracedNode)
         for i in sc.aof:
@@ -184,7 +231,8 @@ class Workload:
 
     def run(self) -> list[str]:
         net = self.net
-        self.log("scenario: " + self.scenario.describe())
+        self.log("scenario: " + self.scenario.describe()
+                 + f", DEDUP keys {[key.decode() for key in self.dedup_keys]}")
         self.later(0, self.random_action)
         if self.scenario.replace:
             self.replaced: list[int] = []
@@ -326,30 +374,106 @@ class Workload:
         delay = rng.choice((0, 0, 0, 0, 1, 2))
         async_ = not at_most_once and rng.random() < 0.2
         timeout = rng.choice((0, 100, 1000, 5000))
-        client = Client(True, next(self._clients))
+        number = next(self._clients)
         queue = rng.choice(self.live_queues)
-        job_options, failed = self.failed_job_options()
-        options = f"REPLICATE {repl} RETRY {retry} DELAY {delay} TIMEOUT {timeout}" \
-                  + (" ASYNC" if async_ else "") + failed
-        body = b"%d" % client.number
+        options, text = self.failed_job_options()
+        request = AddRequest(queue, b"%d" % number, repl, retry, ttl, delay, async_, timeout,
+                             options, text)
+        drng = self.dedup_rng
+        if drng.random() < DEDUP_RATE:
+            request = request._replace(key=drng.choice(self.dedup_keys),
+                                       window=drng.choice(WINDOWS_S))
+        self.send_addjob(i, request, Client(True, number))
+
+    def send_addjob(self, i: int, request: AddRequest, client: Client) -> None:
+        """ADDJOB on node i: a new job, or (DEDUP) an earlier job's ID, at
+        once or once that job's copies are made."""
+        net = self.net
+        client.node, client.incarnation = i, net.incarnation[i]
+        job_options = None
+        until = 0                     # the key's window's end, as the checker expects it
+        if request.options is not None or request.key is not None:
+            base, top, max_deliveries, deadletter, priority = request.options or \
+                (0, 0, 0, None, 5)
+            now = net.clock.now_ms()
+            if request.key is not None:
+                until = now + (request.window or request.ttl) * 1000
+            job_options = JobOptions(base, top, max_deliveries, deadletter, priority,
+                                     request.key,
+                                     now + request.window * 1000 if request.window else 0)
+        what = f"n{i} ADDJOB {request.queue.decode()} {request.words()}" + \
+            (f" (attempt {request.attempt})" if request.attempt > 1 else "")
+        ask = self.checker.dedup_before(i, request.queue, request.key, request.repl,
+                                        request.retry) if request.key is not None else None
         try:
-            job = net.add_job(i, queue, body, repl=repl, delay=delay,
-                              retry=retry, ttl=ttl, async_=async_, client=client,
-                              timeout_ms=timeout, options=job_options)
+            answer = net.add_job(i, request.queue, request.body, repl=request.repl,
+                                 delay=request.delay, retry=request.retry, ttl=request.ttl,
+                                 async_=request.async_, client=client,
+                                 timeout_ms=request.timeout, options=job_options)
         except DisqueError as error:
-            self.log(f"n{i} ADDJOB {options} -> {error}")
+            client.answer = error
+            self.log(f"{what} -> {error}")
+            if ask is not None:
+                self.checker.duplicate(ask, client, error)
+            self.producer_later(client, request)
             return
+        if type(answer) is bytes or type(answer) is Waiter:
+            parked = type(answer) is Waiter
+            first = answer.job.id if parked else answer
+            client.job_id, client.follows = first, parked
+            if not parked:
+                client.answer = first
+            self.log(f"{what} -> {self.name(first)} "
+                     f"{'(a duplicate: parked)' if parked else '(a duplicate)'}", first)
+            self.checker.duplicate(ask, client, answer)
+            self.producer_later(client, request)
+            return
+        job = answer
         client.job_id = job.id
         parked = job.state == WAIT_REPL
-        facts = self.checker.added(job.id, i, repl, retry, async_, parked,
-                                   external=net.leaving[i], body=body,
+        if not parked:
+            client.answer = job.id
+        facts = self.checker.added(job.id, i, request.repl, request.retry, request.async_,
+                                   parked, external=net.leaving[i], body=request.body,
                                    max_deliveries=job_options.max_deliveries
-                                   if job_options is not None else 0)
-        self.log(f"n{i} ADDJOB {queue.decode()} {options} -> {facts.name} "
-                 f"{'waits for copies' if parked else 'answered'}", job.id)
+                                   if job_options is not None else 0,
+                                   queue=request.queue, key=request.key, until=until, job=job,
+                                   ask=ask)
+        self.log(f"{what} -> {facts.name} {'waits for copies' if parked else 'answered'}",
+                 job.id)
+        self.producer_later(client, request)
+
+    def producer_later(self, client: Client, request: AddRequest) -> None:
+        """An idempotent producer looks at its answer after a while, and may
+        send its ADDJOB again."""
+        if request.key is not None and request.attempt < MAX_ATTEMPTS:
+            self.later(self.dedup_rng.choice(PRODUCER_PATIENCE_MS), self.producer_retries,
+                       client, request)
+
+    def producer_retries(self, client: Client, request: AddRequest) -> None:
+        net, drng = self.net, self.dedup_rng
+        answers = net.unblocked.get(client)
+        answer = client.answer if client.answer is not None else \
+            answers[0] if answers else None
+        if answer is None:
+            lost = not net.up[client.node] or net.incarnation[client.node] != client.incarnation
+            why = "lost" if lost else "waiting"
+        else:
+            why = "answered" if type(answer) is bytes else "norepl"
+        if drng.random() >= RETRY_CHANCE[why]:
+            return
+        live = net.live()
+        if not live:
+            return
+        i = client.node if net.up[client.node] and drng.random() < 0.5 else drng.choice(live)
+        retry = Client(True, next(self._clients))
+        self.log(f"{client} sends its ADDJOB again as {retry} ({why}"
+                 f"{'' if answer is None else ': ' + str(answer)})")
+        self.send_addjob(i, request._replace(attempt=request.attempt + 1), retry)
 
     def failed_job_options(self) -> tuple:
-        """ADDJOB's options beyond Disque, drawn: (JobOptions or None, as text)."""
+        """ADDJOB's options beyond Disque but DEDUP, drawn: (JobOptions'
+        fields or None, as text)."""
         rng = self.rng
         if rng.random() >= OPTIONS_RATE:
             return None, ""
@@ -362,7 +486,7 @@ class Workload:
             + (f" MAXDELIVERIES {max_deliveries}" if max_deliveries else "") \
             + (f" DEADLETTER {deadletter.decode()}" if deadletter else "") \
             + (f" PRIORITY {priority}" if priority != 5 else "")
-        return JobOptions(base, top, max_deliveries, deadletter, priority), text
+        return (base, top, max_deliveries, deadletter, priority), text
 
     def get_job(self) -> None:
         net, rng = self.net, self.rng

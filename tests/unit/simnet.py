@@ -21,15 +21,18 @@ Faults, all drawn from one seeded RNG so a run replays exactly:
     other side of a partition; after fail_delay_ms, when set) and each
     node's start epoch, which changes when a node restarts without an AOF
     (membership's job in production; core/healing.py acts on them);
-  * with_aof(i): the node keeps an append-only file. Its AofLoadJob /
-    AofDelJob effects are written as real AOF records (persistence/
-    aof_format.py) into an in-memory log that survives crashes, and
-    restart(i) replays it into the fresh core the way the server's loader
-    does (LOADJOB -> Node.load_job, DELJOB -> Node.delete_jobs), after the
-    node learned its peers (nodes.conf is read before the AOF).
+  * with_aof(i): the node keeps an append-only file. Its AofLoadJob,
+    AofDelJob, AofDedup and AofUndedup effects are written as real AOF
+    records (persistence/aof_format.py: LOADJOB, DELJOB, DEDUP, UNDEDUP)
+    into an in-memory log that survives crashes, and restart(i) replays it
+    into the fresh core the way the server's loader does (LOADJOB ->
+    Node.load_job, DELJOB -> Node.delete_jobs, DEDUP and UNDEDUP ->
+    Node.restore_dedup), after the node learned its peers (nodes.conf is
+    read before the AOF).
 
 `observer` (optional) sees what a checker needs, in order: observe(i,
-effect) for node i's AofLoadJob, AofDelJob and Unblock effects, called
+effect) for node i's AOF effects (AofLoadJob, AofDelJob, AofDedup,
+AofUndedup) and Unblock effects, called
 after that event's frames are in flight; frame_done(trace) once a frame
 carrying whole jobs (REPLJOB, YOURJOBS) was delivered or lost; and, if it
 has the method, booted(i, node) each time node i's core is made (start
@@ -56,7 +59,7 @@ from typing import Callable, NamedTuple
 
 from disque_py.cluster import messages as msg
 from disque_py.core.clock import FakeClock
-from disque_py.core.effects import AofLoadJob, ToPeer, Unblock
+from disque_py.core.effects import AofDedup, AofDelJob, AofLoadJob, AofUndedup, ToPeer, Unblock
 from disque_py.core.job import STATE_NAMES, deserialize_job
 from disque_py.core.node import Node
 from disque_py.persistence import aof_format
@@ -240,26 +243,36 @@ class SimNet:
         self.nodes[i].aof_enabled = True
 
     def _append_aof(self, i: int, effect) -> None:
-        if type(effect) is AofLoadJob:
+        kind = type(effect)
+        if kind is AofLoadJob:
             # Serialized when carried out, as the runtime does after a batch
             # (server/persistence_service.py: Node.job_bytes, options included).
             self.aof[i] += aof_format.load_job_record(self.nodes[i].job_bytes(effect.job))
             self.aof_jobs[i].add(effect.job.id)
-        else:
+        elif kind is AofDelJob:
             self.aof[i] += aof_format.del_job_record(effect.job_id)
             self.aof_jobs[i].discard(effect.job_id)
+        elif kind is AofDedup:            # a DEDUP key no LOADJOB record here carries
+            self.aof[i] += aof_format.dedup_record(*effect)
+        elif kind is AofUndedup:          # a key its failed ADDJOB forgot
+            self.aof[i] += aof_format.undedup_record(*effect)
 
     def _load_aof(self, i: int, node: Node) -> None:
         """Replay as PersistenceService._replay does (the core emits no
         records while loading; appending resumes after)."""
         node.aof_enabled = False
         for record in aof_format.records(bytes(self.aof[i])):
-            command = record.argv[0].upper()
+            argv = record.argv
+            command = argv[0].upper()
             if command == b"LOADJOB":
-                assert aof_format.check_crc(record.argv[1], record.argv[2])
-                node.load_job(deserialize_job(record.argv[1]), False)
+                assert aof_format.check_crc(argv[1], argv[2])
+                node.load_job(deserialize_job(argv[1]), False)
             elif command == b"DELJOB":
-                node.delete_jobs(record.argv[1:])
+                node.delete_jobs(argv[1:])
+            elif command == aof_format.DEDUP:       # PersistenceService._load_dedup
+                node.restore_dedup(argv[1], argv[2], argv[3], int(argv[4]), False)
+            elif command == aof_format.UNDEDUP:
+                node.restore_dedup(argv[1], argv[2], argv[3], 0, True)
         node.aof_enabled = True
         self.aof_jobs[i] = {job.id for job in node.jobs.values()}
         self._drain(i)
