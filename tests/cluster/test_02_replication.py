@@ -34,7 +34,7 @@ import uuid
 import pytest
 
 from tests.cluster.harness import (MARGIN_S, call, fail_deadline_s, jobs_in_queue, poll, qlen,
-                                   queued_on, show, states)
+                                   queued_on, raw_reply, show, states)
 from tests.support import encode_command
 
 RETRY_S = 1
@@ -51,14 +51,6 @@ EXPIRED_NOREPL = (b"-NOREPL job removed (expired?) before the requested replicat
 
 
 # ------------------------------------------------------------------ helpers
-
-def raw_reply(proc, *args) -> bytes:
-    client = proc.raw()
-    try:
-        return client.call(*args)
-    finally:
-        client.close()
-
 
 def holder_indexes(cluster, node_ids) -> list[int]:
     wanted = {node_id.decode() if isinstance(node_id, bytes) else node_id
