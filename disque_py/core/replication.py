@@ -149,9 +149,7 @@ class ReplicationMixin:
         its copy if that first ADDJOB fails (a holder without one makes
         none). A duplicate that joins a round under way asks again (frames
         may have been lost); its own timeout gives NOREPL."""
-        if not job.flags & FLAG_PROMISED:
-            job.flags |= FLAG_PROMISED
-            self.persist_job(job)           # a restart keeps the promise
+        self.promise_copy(job)
         waiter = self.follow_replication(job, client, deadline_ms)
         waiter.copies = copies
         extra = self.more(job)

@@ -87,11 +87,8 @@ cdef int copies_on_repljob(NodeCore node, bytes sender, int mflags, list jobs) e
         job = node.jobs.find(wire.id)
         if job is not None:
             copies_learn_holders(node, job, wire.nodes, wire.node_count)
-            if mflags & MSG_PROMISED and not job.flags & FLAG_PROMISED and \
-                    job.state != ACKED:        # (an acked job's record is its DELJOB)
-                job.flags |= FLAG_PROMISED
-                if job.state != WAIT_REPL:
-                    node.persist_job(job)      # a restart keeps the promise
+            if mflags & MSG_PROMISED:
+                dedup_promise(node, job)
             if mflags & MSG_REVISED:
                 copies_revise(node, job, &wire, options, now)
             elif options is not None and options.dead_reason != DEAD_NONE:

@@ -409,9 +409,7 @@ cdef object dedup_duplicate(NodeCore node, bytes queue, bytes key, object client
     if first.repl < repl:
         repl = first.repl
     if repl <= 1:                          # this copy is all it asks for: keep it
-        if not first.flags & FLAG_PROMISED:
-            first.flags |= FLAG_PROMISED
-            node.persist_job(first)
+        dedup_promise(node, first)
         return found
     if repl - 1 > node.reachable_peers or repl > PyTuple_GET_SIZE(<object>first.delivered_):
         raise NoReplError(NOT_ENOUGH_NODES)       # too few nodes, or holders, to confirm
@@ -445,6 +443,18 @@ cdef int dedup_remember(NodeCore node, Job job, bint made_here) except -1:
                            made_here)
     node.used_memory += added
     return added
+
+
+cdef int dedup_promise(NodeCore node, Job job) except -1:
+    """Its ID answers (or will answer) a duplicate: the copy is kept if the
+    first ADDJOB fails (FLAG_PROMISED), through a restart too. An acked
+    job's last record is its DELJOB; a waiting one is written once made."""
+    if job.flags & FLAG_PROMISED or job.state == ACKED:
+        return 0
+    job.flags |= FLAG_PROMISED
+    if job.state != WAIT_REPL:
+        node.persist_job(job)
+    return 0
 
 
 cdef int dedup_log(NodeCore node, Job job) except -1:

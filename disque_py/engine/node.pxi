@@ -334,6 +334,10 @@ cdef class NodeCore:
         version = self.options_readers.get(peer)
         return OPTIONS_LATEST if version is None else <int>version
 
+    def promise_copy(self, Job job):
+        """Keep this copy if its first ADDJOB fails (dedup.pxi)."""
+        dedup_promise(self, job)
+
     def log_dedup(self, Job job):
         """A job made here externally reached its copies: its DEDUP record."""
         dedup_log(self, job)
