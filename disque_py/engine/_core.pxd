@@ -342,7 +342,7 @@ cdef class NodeCore:
     cdef Job create_job(self, bytes queue, Queue q, const char* body, Py_ssize_t body_len,
                         int64_t repl, int64_t delay, int64_t retry, int64_t ttl,
                         int64_t maxlen, bint async_, object client, int64_t timeout_ms,
-                        JobOptions options)
+                        JobOptions options, int64_t now)
     cdef _refuse_replication(self, int64_t extra_copies, bint external)
     cdef list take_jobs(self, list names, list queues, Py_ssize_t count)
     cdef Job take_one(self, Queue q)

@@ -126,7 +126,7 @@ cdef Job copies_adopt(NodeCore node, WireJob* wire, JobOptions options, object q
         node.set_options(job, options)
     node.register(job)
     if options is not None:
-        dedup_remember(node, job, False)    # its LOADJOB record carries the key
+        dedup_remember(node, job, False, now)    # its LOADJOB record carries the key
     node.update_awake(job)
     if persist:
         node.persist_job(job)

@@ -380,15 +380,14 @@ cdef void _release_dedup_partition(Partition* part) noexcept:
 
 
 cdef object dedup_duplicate(NodeCore node, bytes queue, bytes key, object client,
-                            int64_t timeout_ms, int64_t repl):
-    """ADDJOB ... DEDUP key (REPLICATE `repl`, -1: the default): None when
+                            int64_t timeout_ms, int64_t repl, int64_t now):
+    """ADDJOB ... DEDUP key (REPLICATE `repl`, -1: the default) at `now`: None when
     the job is to be made; else the earlier job's DedupEntry (its ID is the
     answer), or a Waiter: `client` parks until the first ADDJOB's outcome
     while it still waits here, or until `repl` (at most the job's own)
     holders confirm their copies (or its own timeout). Raises -OOM when a
     new key would not fit, NOREPL when too few nodes are reachable."""
     cdef DedupTable table = node.dedup
-    cdef int64_t now = node.now_ms()
     cdef DedupEntry found = table.find(queue, key, now)
     cdef Job first
     if found is None:
@@ -427,8 +426,9 @@ cdef inline void dedup_moving(JobOptions options, object old_queue) noexcept:
         options.dedup_queue = old_queue
 
 
-cdef int dedup_remember(NodeCore node, Job job, bint made_here) except -1:
-    """Remember the key of a job that has one. `made_here`: the job was
+cdef int dedup_remember(NodeCore node, Job job, bint made_here, int64_t now) except -1:
+    """Remember the key of a job that has one, unless its window ended by
+    `now`. `made_here`: the job was
     just made by this node's ADDJOB (nothing to search for); if it keeps
     no copy (`external`) nor LOADJOB record, its key gets a DEDUP record."""
     cdef JobOptions options
@@ -436,7 +436,7 @@ cdef int dedup_remember(NodeCore node, Job job, bint made_here) except -1:
     if job.options_ == NULL:
         return 0
     options = <JobOptions>job.options_
-    if options.dedup_key is None or options.dedup_until_ms <= node.now_ms():
+    if options.dedup_key is None or options.dedup_until_ms <= now:
         return 0
     queue = dedup_queue_of(job, options)
     added = node.dedup.add(queue, options.dedup_key, job.id_, options.dedup_until_ms,

@@ -210,7 +210,7 @@ cdef int _addjob(HotCall call, ArgView* argv, Py_ssize_t argc) except -1:
     [PRIORITY n] [DEDUP key [WINDOW seconds]]"""
     cdef int64_t repl = -1, retry = -1, delay = 0, maxlen = 0, ttl = DEFAULT_TTL_S, timeout
     cdef int64_t copies, backoff_base = 0, backoff_max = 0, max_deliveries = 0
-    cdef int64_t priority = DEFAULT_PRIORITY, window = 0
+    cdef int64_t priority = DEFAULT_PRIORITY, window = 0, now
     cdef bint async_ = False
     cdef Py_ssize_t i = 4
     cdef NodeCore node = call.node
@@ -264,22 +264,22 @@ cdef int _addjob(HotCall call, ArgView* argv, Py_ssize_t argc) except -1:
     timeout = _timeout(argv[3])
     options = _job_options(call, argv[1], backoff_base, backoff_max, max_deliveries, deadletter,
                            priority, dedup_key is not None)
+    name = call.queue_name(argv[1])
+    now = node.now_ms()                   # the one clock read of the command
     if dedup_key is not None:
-        first = dedup_duplicate(node, call.queue_name(argv[1]), dedup_key, call.session, timeout,
-                                repl)
+        first = dedup_duplicate(node, name, dedup_key, call.session, timeout, repl, now)
         if first is not None:
             return _answer_duplicate(call, first)
         options.dedup_key = dedup_key
-        options.dedup_until_ms = node.now_ms() + (window or ttl) * 1000
+        options.dedup_until_ms = now + (window or ttl) * 1000
     elif window:
         raise CommandError(WINDOW_NEEDS_DEDUP)
     if not call.may_park and not async_:
         copies = repl if repl >= 0 else min(node.cluster_size, MAX_DEFAULT_REPLICATION)
         if node.leaving or node.used_memory > node.memory_warn_at or copies > 1:
             return HOT_DECLINE            # it would wait for copies
-    name = call.queue_name(argv[1])
     job = node.create_job(name, call.found, argv[2].data, argv[2].size, repl, delay, retry, ttl,
-                          maxlen, async_, call.session, timeout, options)
+                          maxlen, async_, call.session, timeout, options, now)
     if job.state == WAIT_REPL:
         call.waiter = node.more(job).waiter
         call.overlaps = True

@@ -510,24 +510,26 @@ cdef class NodeCore:
         `options` (its window ending at dedup_until_ms, or with the TTL when
         0) that names an earlier job, no job is made: the answer is that
         job's ID, or a Waiter for its outcome (dedup.pxi)."""
+        cdef int64_t now = self.now_ms()
         if options is not None and options.dedup_key is not None:
             first = dedup_duplicate(self, queue, options.dedup_key, client, timeout_ms,
-                                    -1 if repl is None else repl)
+                                    -1 if repl is None else repl, now)
             if first is not None:
                 return first.job_id if type(first) is DedupEntry else first
             if not options.dedup_until_ms:
-                options.dedup_until_ms = self.now_ms() + ttl * 1000
+                options.dedup_until_ms = now + ttl * 1000
         return self.create_job(queue, None, PyBytes_AS_STRING(body), PyBytes_GET_SIZE(body),
                                -1 if repl is None else repl, delay,
                                -1 if retry is None else retry, ttl, maxlen, async_,
-                               client, timeout_ms, options)
+                               client, timeout_ms, options, now)
 
     cdef Job create_job(self, bytes queue, Queue q, const char* body, Py_ssize_t body_len,
                         int64_t repl, int64_t delay, int64_t retry, int64_t ttl,
                         int64_t maxlen, bint async_, object client, int64_t timeout_ms,
-                        JobOptions options):
+                        JobOptions options, int64_t now):
         """ADDJOB's semantics once its arguments are parsed (repl, retry -1:
-        the defaults; `q`: the queue, when the caller found it). The checks run in Disque's order, so a request that
+        the defaults; `q`: the queue, when the caller found it; `now`: the
+        clock the command read once). The checks run in Disque's order, so a request that
         breaks several rules gets the error Disque would give: at-most-once
         with copies, DELAY >= TTL, too few reachable nodes, MAXLEN, queue
         paused in input.
@@ -537,7 +539,7 @@ cdef class NodeCore:
         keeps no copy and asks repl peers ("external replication"). On a
         node that has met no peer, REPLICATE defaults to 1."""
         cdef bint external, wait
-        cdef int64_t extra_copies, now, ctime, now_s
+        cdef int64_t extra_copies, ctime, now_s
         cdef Job job
         if repl < 0:
             repl = self.cluster_size if self.cluster_size < MAX_DEFAULT_REPLICATION \
@@ -571,7 +573,6 @@ cdef class NodeCore:
             if not self.free_memory() or \
                     self.used_memory + JOB_MEMORY_OVERHEAD + body_len > self._maxmemory:
                 raise OutOfMemoryError(OOM_MESSAGE)
-        now = self.now_ms()
         now_s = now // 1000
         ctime = self.next_ctime(now)
         # A producer that waits for copies waits in wait-repl; otherwise the
@@ -591,7 +592,7 @@ cdef class NodeCore:
             if self.queue_waits:
                 self.on_job_live(job)
         if options is not None:
-            if dedup_remember(self, job, True) and external and not wait:
+            if dedup_remember(self, job, True, now) and external and not wait:
                 dedup_log(self, job)       # no LOADJOB record here carries its key
         if not wait:
             job.flags |= FLAG_CONFIRMED    # nothing (more) to wait for
