@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from disque_py.spark_writer import PartitionWriter, WriteFailed, WriteOptions
+from disque_py.spark.partition_writer import PartitionWriter, WriteFailed, WriteOptions
 from tests.cluster.harness import call, poll
 from tests.support import HOST, free_port
 

@@ -1,10 +1,12 @@
 """Read the row keys of a queue's jobs on a set of nodes: take them out
-(GETJOB + FASTACK), or look at every copy a node holds (JSCAN)."""
+(GETJOB + FASTACK), or look at every copy a node holds (JSCAN); and fill a
+node past its maxmemory."""
 
 from __future__ import annotations
 
 import json
 from collections import Counter
+from contextlib import contextmanager
 
 from tests.support import wait_for
 
@@ -59,3 +61,16 @@ def held_keys(client, queue: str) -> Counter:
             keys[json.loads(fields[b"body"])[KEY_FIELD]] += 1
         if cursor == b"0":
             return keys
+
+
+@contextmanager
+def full_node(client):
+    """The node over its maxmemory (200 kB of jobs, a 100 kB cap) inside the
+    block; back to no cap after it."""
+    for _ in range(20):
+        client.execute_command("ADDJOB", "filler", b"x" * 10_000, 0)
+    client.config_set("maxmemory", "100kb")
+    try:
+        yield
+    finally:
+        client.config_set("maxmemory", "0")

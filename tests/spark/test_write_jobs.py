@@ -12,7 +12,7 @@ from collections import Counter
 import pytest
 
 from disque_py.spark import write_jobs
-from tests.spark.drain import drain_until, held_keys, row_keys, take_all
+from tests.spark.drain import drain_until, full_node, held_keys, row_keys, take_all
 from tests.support import HOST, wait_for
 
 ROWS = 100_000
@@ -126,14 +126,8 @@ def test_maxlen_refusal_fails_the_job_naming_rows(spark, server):
 
 def test_oom_refusal_fails_the_job_with_oom(spark, server):
     client = server.client()
-    for _ in range(20):
-        client.execute_command("ADDJOB", "filler", b"x" * 10_000, 0)
-    client.config_set("maxmemory", "100kb")
-    try:
-        with pytest.raises(Exception) as failure:
-            write_jobs(frame(spark, 20, 1), "full", [address(server)], key="id")
-    finally:
-        client.config_set("maxmemory", "0")
+    with full_node(client), pytest.raises(Exception) as failure:
+        write_jobs(frame(spark, 20, 1), "full", [address(server)], key="id")
     text = str(failure.value)
     assert "20 rows could not be added to queue 'full'" in text
     assert "OOM command not allowed when used memory > 'maxmemory'" in text

@@ -1,4 +1,6 @@
-"""Push a Spark DataFrame's rows into Disque queues as jobs (PySpark).
+"""write_jobs: push a Spark DataFrame's rows into a Disque queue as jobs,
+from the driver (the function form; the `disque` data source,
+datasource.py, is the DataFrameWriter form).
 
     from disque_py.spark import write_jobs
     summary = write_jobs(df, queue="emails", nodes=["10.0.0.1:7711", "10.0.0.2:7711"],
@@ -6,7 +8,7 @@
 
 or, once this module is imported, df.to_disque(queue=..., nodes=[...]).
 
-Each partition writes over one connection (spark_writer.PartitionWriter:
+Each partition writes over one connection (partition_writer.PartitionWriter:
 pipelined ADDJOB batches, every reply checked, NOREPL / LEAVING / lost
 connections retried elsewhere, everything else fails the task with the
 rows and the reason). The job body is, by default, the row as a JSON
@@ -21,24 +23,20 @@ pyspark is imported here, never by the server.
 
 from __future__ import annotations
 
-import base64
-import datetime
-import json
 import logging
 import time
 from dataclasses import dataclass
 
-from pyspark.sql import DataFrame, Row
+from pyspark.sql import DataFrame
 from pyspark.sql.types import ArrayType, MapType, StructType
 
-from disque_py.spark_writer import PartitionWriter, WriteFailed, WriteOptions
-
-KEY_FIELD = "_disque_key"
+from disque_py.spark.partition_writer import PartitionWriter, WriteFailed, WriteOptions
+from disque_py.spark.rows import body_encoder
 
 log = logging.getLogger("disque_py.spark")
 
 
-def _driver_log() -> logging.Logger:
+def driver_log() -> logging.Logger:
     """The summary line must reach the driver log even when the application
     configured no logging: then (only then) it goes to stderr."""
     if not log.hasHandlers():
@@ -47,9 +45,6 @@ def _driver_log() -> logging.Logger:
         log.addHandler(handler)
         log.setLevel(logging.INFO)
     return log
-
-__all__ = ["write_jobs", "WriteSummary", "WriteFailed"]
-
 
 @dataclass
 class WriteSummary:
@@ -83,13 +78,13 @@ def write_jobs(df: DataFrame, queue: str, nodes: list[str], body=None, key: str 
     context = df.sparkSession.sparkContext
     added, retried, failed = (context.accumulator(0) for _ in range(3))
     context.setJobDescription(f"disque: rows of a DataFrame -> queue {queue!r}")
-    encode = _encoder(df.schema, body, key, row_key)
+    encode = _keyed_encoder(df.schema, body, key, row_key)
     run = _partition_runner(options, encode, (added, retried, failed))
     started = time.monotonic()
     try:
         rows = sum(df.rdd.mapPartitionsWithIndex(run).collect())
     except Exception:
-        _driver_log().error("disque write to queue %r failed after %.1f s; jobs added by partitions "
+        driver_log().error("disque write to queue %r failed after %.1f s; jobs added by partitions "
                   "that finished: %d (see the task error for the rows and why)",
                   queue, time.monotonic() - started, added.value)
         raise
@@ -97,7 +92,7 @@ def write_jobs(df: DataFrame, queue: str, nodes: list[str], body=None, key: str 
         context.setJobDescription(None)
     summary = WriteSummary(queue, rows, added.value, retried.value, failed.value,
                            time.monotonic() - started)
-    _driver_log().info("%s", summary.line())
+    driver_log().info("%s", summary.line())
     return summary
 
 
@@ -122,52 +117,21 @@ def _partition_runner(options: WriteOptions, encode, counters):
     return run
 
 
-def _json_default(value):
-    """JSON for the values Spark rows hold that json does not know."""
-    if isinstance(value, (bytes, bytearray)):
-        return base64.b64encode(value).decode()
-    if isinstance(value, (datetime.date, datetime.datetime, datetime.time)):
-        return value.isoformat()
-    return str(value)           # Decimal and anything else
-
-
-_JSON = json.JSONEncoder(separators=(",", ":"), default=_json_default, ensure_ascii=False)
-
-
 def _flat(schema: StructType) -> bool:
     """True when no column nests rows, arrays or maps (dict(zip()) suffices)."""
     return not any(isinstance(f.dataType, (StructType, ArrayType, MapType)) for f in schema)
 
 
-def _encoder(schema: StructType, body, key: str | None, row_key: bool):
-    """A function row, index -> (row key, job body bytes) for one write."""
+def _keyed_encoder(schema: StructType, body, key: str | None, row_key: bool):
+    """A function (partition, index, Row) -> (row key, job body bytes)."""
     fields = schema.names
-    flat = _flat(schema)
-    dumps = _JSON.encode
-
-    def as_dict(row) -> dict:
-        return dict(zip(fields, row)) if flat else row.asDict(recursive=True)
-
-    def keyed(value, tag: str) -> bytes:
-        if isinstance(value, Row):
-            value = value.asDict(recursive=True)
-        if isinstance(value, dict):
-            if tag is not None:
-                value[KEY_FIELD] = tag
-            return dumps(value).encode()
-        if tag is None:
-            return value if isinstance(value, bytes) else str(value).encode()
-        if isinstance(value, (bytes, bytearray)):
-            value = value.decode("utf-8", "replace")
-        return dumps({KEY_FIELD: tag, "body": value}).encode()
+    as_dict = (lambda row: dict(zip(fields, row))) if _flat(schema) else \
+        (lambda row: row.asDict(recursive=True))
+    encode_body = body_encoder(as_dict, body, row_key)
 
     def encode(partition_id: int, index: int, row) -> tuple[str, bytes]:
         row_id = f"{partition_id}-{index}" if key is None else str(row[key])
-        tag = row_id if row_key else None
-        if body is None:
-            return row_id, keyed(as_dict(row), tag)
-        value = body(row) if callable(body) else row[body]
-        return row_id, keyed(value, tag)
+        return row_id, encode_body(row, row_id)
     return encode
 
 

@@ -15,7 +15,11 @@ connection is enough). Every reply is read and checked:
 Nothing is dropped silently. A row is at least once in the queue when the
 write succeeds; it can be there twice if a connection broke after the node
 took it but before the reply arrived, or if Spark re-ran the task. Each job
-carries a row key so consumers can recognise such repeats.
+carries a row key so consumers can recognise such repeats. With `dedup`
+the row key also goes out as ADDJOB's DEDUP key, so a row sent again to the
+node that took it is answered with the first job's ID, not made twice;
+`follow_cluster` False keeps the writer on the nodes it was given (no HELLO,
+no moving elsewhere), which is what makes that hold for a retry.
 
 The link is a plain socket read with hiredis rather than a redis-py
 connection: the writer reads one reply per row, redis-py spends ~2.5 us on
@@ -58,6 +62,9 @@ class WriteOptions:
     delay: int | None = None
     maxlen: int | None = None
     asynchronous: bool = False
+    priority: int | None = None
+    dedup: bool = False              # the row key is ADDJOB's DEDUP key
+    follow_cluster: bool = True      # learn the cluster (HELLO) and move on refusals
     timeout_ms: int = 5000
     batch_size: int = 1000
     max_in_flight: int = 4
@@ -70,12 +77,14 @@ class WriteOptions:
         tail: list = [b"%d" % self.timeout_ms]
         for name, value in ((b"REPLICATE", self.replicate), (b"TTL", self.ttl),
                             (b"RETRY", self.retry), (b"DELAY", self.delay),
-                            (b"MAXLEN", self.maxlen)):
+                            (b"MAXLEN", self.maxlen), (b"PRIORITY", self.priority)):
             if value is not None:
                 tail += [name, b"%d" % value]
         if self.asynchronous:
             tail.append(b"ASYNC")
-        head = b"*%d\r\n%b%b" % (len(tail) + 3, encode_bulk(b"ADDJOB"),
+        if self.dedup:
+            tail.append(b"DEDUP")                 # the row's key follows it
+        head = b"*%d\r\n%b%b" % (len(tail) + 3 + self.dedup, encode_bulk(b"ADDJOB"),
                                  encode_bulk(self.queue.encode()))
         return head, b"".join(map(encode_bulk, tail))
 
@@ -191,14 +200,14 @@ class PartitionWriter:
         link = None
         try:
             link = NodeLink(address, self.options.password, self.options.socket_timeout_s)
-            hello = link.call("HELLO")
+            hello = link.call("HELLO") if self.options.follow_cluster else None
         except LINK_ERRORS as error:
             if link is not None:
                 link.close()
             self._errors.append(f"{address}: {error}")
             self._bad.add(address)
             return None
-        if self._learn(address, hello):
+        if hello is not None and self._learn(address, hello):
             link.close()
             return None
         return link
@@ -233,13 +242,13 @@ class PartitionWriter:
             self._bad.add(address)
         return leaving and any(n not in self._bad for n in self._candidates)
 
-    def _close_link(self) -> None:
+    def close(self) -> None:
         if self._link is not None:
             self._link.close()
             self._link = None
 
     def _drop_node(self) -> None:
-        self._close_link()
+        self.close()
         self._bad.add(self._node)
         if len(self._bad) >= len(self._candidates):
             self._bad.clear()          # every node failed once: try them all again
@@ -249,26 +258,44 @@ class PartitionWriter:
     def write(self, rows) -> WriteStats:
         """rows: iterable of (key, body bytes). Returns the counts; raises
         WriteFailed if some rows cannot be added."""
-        head, tail = self._head, self._tail
-        batch_size = self.options.batch_size
-        batch: list = []
-        append = batch.append
         try:
-            for key, body in rows:
-                append((key, b"%b$%d\r\n%b\r\n%b" % (head, len(body), body, tail)))
-                if len(batch) >= batch_size:
-                    self._send(batch)
+            batch: list = []
+            for row in rows:
+                batch.append(row)
+                if len(batch) >= self.options.batch_size:
+                    self.send(batch)
                     batch = []
-                    append = batch.append
-            if batch:
-                self._send(batch)
+            self.send(batch)
+            return self.finish()
+        finally:
+            self.close()
+
+    def send(self, rows: list) -> None:
+        """Put (key, body) rows on the wire as one batch (at most
+        max_in_flight unanswered); finish() reads what is left."""
+        if not rows:
+            return
+        head, tail = self._head, self._tail
+        if self.options.dedup:
+            commands = [(key, b"%b$%d\r\n%b\r\n%b$%d\r\n%b\r\n"
+                         % (head, len(body), body, tail, len(key_bytes), key_bytes))
+                        for key, body in rows for key_bytes in (key.encode(),)]
+        else:
+            commands = [(key, b"%b$%d\r\n%b\r\n%b" % (head, len(body), body, tail))
+                        for key, body in rows]
+        self._send(commands)
+
+    def finish(self) -> WriteStats:
+        """Wait for every reply (sending refused rows again); the counts, or
+        WriteFailed naming the rows that could not be added."""
+        try:
             while self._inflight or self._retry:
                 if self._inflight:
                     self._read_oldest()
                 else:
                     self._send_retries()
         finally:
-            self._close_link()
+            self.close()
         return self._result()
 
     def _result(self) -> WriteStats:
