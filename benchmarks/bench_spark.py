@@ -134,6 +134,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--no-pin", action="store_true")
+    parser.add_argument("--only", choices=("one", "cluster"), help="one target only")
     args = parser.parse_args(argv)
     pinning = Pinning(enabled=not args.no_pin)
     pinning.pin_this_process()            # Spark's JVM and workers inherit it
@@ -145,17 +146,19 @@ def main(argv: list[str] | None = None) -> int:
     results = []
     from disque_py.spark import register
     register(session)
-    single = DisqueServer(scratch_dir("bench-spark-") / "node", pinning).start()
-    try:
-        results += measure("one node", session, [single], frame, args.rows, args.rounds, 1)
-    finally:
-        single.stop()
-    cluster = start_cluster(pinning, 3, "bench-spark-cluster-")
-    try:
-        results += measure("3-node cluster, REPLICATE 2", session, cluster, frame, args.rows,
-                           args.rounds, 2)
-    finally:
-        stop_all(cluster)
+    if args.only != "cluster":
+        single = DisqueServer(scratch_dir("bench-spark-") / "node", pinning).start()
+        try:
+            results += measure("one node", session, [single], frame, args.rows, args.rounds, 1)
+        finally:
+            single.stop()
+    if args.only != "one":
+        cluster = start_cluster(pinning, 3, "bench-spark-cluster-")
+        try:
+            results += measure("3-node cluster, REPLICATE 2", session, cluster, frame,
+                               args.rows, args.rounds, 2)
+        finally:
+            stop_all(cluster)
     session.stop()
     print_table(["target", "load", "rows/s (median)", "/ yardstick", "runs"],
                 results, title=f"{args.rows:,} rows, median of {args.rounds} rounds")

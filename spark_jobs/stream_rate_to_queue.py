@@ -13,10 +13,13 @@ twice. The body is the row as JSON ({"timestamp": ..., "value": ...}).
 from __future__ import annotations
 
 import logging
+import time
 
 import click
 
 from _session import spark_session
+
+POLL_S = 0.5
 
 
 @click.command()
@@ -27,9 +30,12 @@ from _session import spark_session
 @click.option("--checkpoint", required=True, help="Spark's checkpoint directory for the query.")
 @click.option("--seconds", type=float, default=None,
               help="Stop after this long (default: run until interrupted).")
+@click.option("--stop-after-rows", type=int, default=None,
+              help="Stop once the query wrote at least this many rows.")
 @click.option("--replicate", type=int, default=None, help="ADDJOB REPLICATE.")
 @click.option("--master", default=None, help="Spark master (default: local[*]).")
-def main(queue, nodes, rows_per_second, checkpoint, seconds, replicate, master):
+def main(queue, nodes, rows_per_second, checkpoint, seconds, stop_after_rows, replicate,
+         master):
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     spark = spark_session("disque-stream-rate", master)
     from disque_py.spark import register
@@ -40,12 +46,25 @@ def main(queue, nodes, rows_per_second, checkpoint, seconds, replicate, master):
     if replicate is not None:
         writer = writer.option("replicate", str(replicate))
     query = writer.start()
-    query.awaitTermination(seconds)
+    written = _run(query, seconds, stop_after_rows)
     query.stop()
-    progress = query.lastProgress or {}
-    click.echo(f"stopped after batch {progress.get('batchId', '-')}: "
-               f"{progress.get('numInputRows', 0)} rows in the last batch")
+    click.echo(f"{written} rows written to queue {queue!r}")
     spark.stop()
+
+
+def _run(query, seconds: float | None, stop_after_rows: int | None) -> int:
+    """Let the query run for `seconds` or until it wrote `stop_after_rows`
+    rows (whichever comes first); the rows its finished batches wrote."""
+    deadline = None if seconds is None else time.monotonic() + seconds
+    rows_by_batch: dict[int, int] = {}
+    while deadline is None or time.monotonic() < deadline:
+        if query.awaitTermination(POLL_S):
+            break
+        for progress in query.recentProgress:
+            rows_by_batch[progress["batchId"]] = progress["numInputRows"]
+        if stop_after_rows is not None and sum(rows_by_batch.values()) >= stop_after_rows:
+            break
+    return sum(rows_by_batch.values())
 
 
 if __name__ == "__main__":

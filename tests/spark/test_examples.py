@@ -37,10 +37,11 @@ def test_push_then_stream_in_then_stream_out(fresh_server, tmp_path):
     assert "is in queue 'pushed'" in out
     assert client.execute_command("QLEN", "pushed") == 500
 
-    run_job("stream_rate_to_queue.py", "--queue", "ticks", "--nodes", node,
-            "--rows-per-second", 200, "--seconds", 8, "--checkpoint", tmp_path / "rate-ck")
+    out = run_job("stream_rate_to_queue.py", "--queue", "ticks", "--nodes", node,
+                  "--rows-per-second", 200, "--stop-after-rows", 300, "--seconds", 200,
+                  "--checkpoint", tmp_path / "rate-ck")
     ticks = client.execute_command("QLEN", "ticks")
-    assert ticks > 0
+    assert ticks >= 300 and "rows written to queue 'ticks'" in out
 
     parquet = tmp_path / "parquet"
     run_job("stream_queue_to_parquet.py", parquet, "--queues", "ticks", "--nodes", node,
