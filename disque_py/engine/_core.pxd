@@ -440,15 +440,13 @@ cdef enum HotKind:
 
 cdef enum HotStatus:
     HOT_DONE = 0           # the reply is in the buffer
-    HOT_DECLINE = 1        # not run, nothing changed: the command table runs it
-    HOT_PARKED = 2         # (may_park only) the client waits on `waiter`
+    HOT_PARKED = 1         # the client waits on `waiter`
 
 
 cdef class HotCall:
     cdef NodeCore node
     cdef object session
     cdef WriteBuffer out
-    cdef bint may_park
     cdef bint resp3
     cdef object waiter
     cdef bint overlaps

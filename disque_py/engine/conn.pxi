@@ -90,7 +90,6 @@ cdef class ConnectionBase:
         cdef double now, took
         call.session = session
         call.resp3 = session.resp3
-        call.may_park = True
         while reader.next_command() == PARSE_COMMAND and reader.inline_argv is None:
             argc = reader.argc
             command = server.hot_command(reader.arg(0), reader.arg_size(0))
@@ -113,8 +112,6 @@ cdef class ConnectionBase:
             except DisqueError as error:
                 call.out.write_bytes(error.wire())
                 status = HOT_DONE
-            if status == HOT_DECLINE:
-                break
             ran += 1
             if node.ready:
                 node.serve_ready()

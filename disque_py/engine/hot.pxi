@@ -1,14 +1,11 @@
 # The hot commands, compiled: PING, ADDJOB, GETJOB, ACKJOB, FASTACK, NACK,
 # ENQUEUE, DEQUEUE, WORKING and QLEN, each parsed, run and answered here.
 #
-# One implementation serves two callers:
-#   * the connection's fast path (conn.pxi), with the arguments still in
-#     the read buffer, may_park False: a command that would have to wait
-#     (a blocking GETJOB with nothing to give, an ADDJOB that waits for its
-#     copies) is declined before it changes anything, and runs through the
-#     command table instead;
-#   * the command table (commands/), through run_hot(), with the arguments
-#     as bytes and may_park True: there a waiting command parks.
+# One implementation serves two callers: the connection's fast path
+# (conn.pxi), with the arguments still in the read buffer, and the command
+# table (commands/), through run_hot(), with the arguments as bytes. Either
+# way a command that must wait (a blocking GETJOB with nothing to give, an
+# ADDJOB that waits for its copies) parks its client on a waiter.
 # Errors are raised as DisqueError, with Disque's texts; arguments are
 # checked in Disque's order, so a request that breaks several rules gets
 # Disque's error. Replies are written into the call's WriteBuffer.
@@ -209,7 +206,7 @@ cdef int _addjob(HotCall call, ArgView* argv, Py_ssize_t argc) except -1:
     [MAXLEN n] [ASYNC] [BACKOFF base-ms max-ms] [MAXDELIVERIES n [DEADLETTER queue]]
     [PRIORITY n] [DEDUP key [WINDOW seconds]]"""
     cdef int64_t repl = -1, retry = -1, delay = 0, maxlen = 0, ttl = DEFAULT_TTL_S, timeout
-    cdef int64_t copies, backoff_base = 0, backoff_max = 0, max_deliveries = 0
+    cdef int64_t backoff_base = 0, backoff_max = 0, max_deliveries = 0
     cdef int64_t priority = DEFAULT_PRIORITY, window = 0, now
     cdef bint async_ = False
     cdef Py_ssize_t i = 4
@@ -274,10 +271,6 @@ cdef int _addjob(HotCall call, ArgView* argv, Py_ssize_t argc) except -1:
         options.dedup_until_ms = now + (window or ttl) * 1000
     elif window:
         raise CommandError(WINDOW_NEEDS_DEDUP)
-    if not call.may_park and not async_:
-        copies = repl if repl >= 0 else min(node.cluster_size, MAX_DEFAULT_REPLICATION)
-        if node.leaving or node.used_memory > node.memory_warn_at or copies > 1:
-            return HOT_DECLINE            # it would wait for copies
     job = node.create_job(name, call.found, argv[2].data, argv[2].size, repl, delay, retry, ttl,
                           maxlen, async_, call.session, timeout, options, now)
     if job.state == WAIT_REPL:
@@ -371,15 +364,10 @@ cdef int _getjob(HotCall call, ArgView* argv, Py_ssize_t argc) except -1:
         q = call.known_queue(argv[first])
         if q is not None and q.jobs.count and not q.flags & PAUSED_OUT:
             return _write_jobs(call.out, [node.take_one(q)], withcounters)
-    names, queues, ready = [], [], False
+    names, queues = [], []
     for i in range(first, argc):
         names.append(call.queue_name(argv[i]))
-        q = call.found
-        queues.append(q)
-        if q is not None and q.jobs.count and not q.flags & PAUSED_OUT:
-            ready = True
-    if not ready and not nohang and not call.may_park:
-        return HOT_DECLINE                # it would block
+        queues.append(call.found)
     jobs = node.take_jobs(names, queues, count)
     if jobs:
         return _write_jobs(call.out, jobs, withcounters)
@@ -392,19 +380,8 @@ cdef int _getjob_pattern(HotCall call, bytes pattern, int64_t count, bint nohang
     call starting after the queue that served the pattern last (fair), and
     a parked client woken by any matching queue, new ones included."""
     cdef NodeCore node = call.node
-    cdef Queue q
     names = node.pattern_queues(pattern)
     queues = [node.queues.get(name) for name in names]
-    ready = False
-    for found in queues:
-        if found is None:       # never (the cache follows queues_version), but no crash
-            continue
-        q = <Queue>found
-        if q.jobs.count and not q.flags & PAUSED_OUT:
-            ready = True
-            break
-    if not ready and not nohang and not call.may_park:
-        return HOT_DECLINE                # it would block
     jobs = node.take_jobs(names, queues, count)
     if jobs:
         node.pattern_served(pattern, (<Job>jobs[len(jobs) - 1]).queue)
@@ -461,7 +438,7 @@ def run_hot(int kind, NodeCore node, session, list argv):
     or (waiter, overlaps) when the client is to park."""
     cdef HotCall call = HotCall.__new__(HotCall)
     cdef Py_ssize_t i, argc = len(argv)
-    call.node, call.session, call.may_park = node, session, True
+    call.node, call.session = node, session
     call.resp3 = session is not None and session.resp3
     call._reserve(argc)
     for i in range(argc):
