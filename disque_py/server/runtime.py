@@ -50,6 +50,7 @@ from disque_py.server import tls
 from disque_py.server.protocol import ClientConnection
 from disque_py.server.tls_connection import TlsClientProtocol
 from disque_py.server.state import ServerState
+from disque_py.web.server import HttpEndpoint
 
 TIMER_MAX_SLEEP_MS = 10
 # Messages telling peers what this node's AOF must already hold: its copy
@@ -94,6 +95,7 @@ class Runtime:
         self.cluster = ClusterService(self, self.node, config, records, announce_ip)
         self.server.cluster = self.cluster
         self.persistence = PersistenceService(self, self.node, config, self.server)
+        self.http = HttpEndpoint(self.server, config)
         self.server.persistence = self.persistence
         self.server.persistence_info = self.persistence.info
         self.server.extra_info_sections["cluster"] = (
@@ -143,6 +145,7 @@ class Runtime:
         if config["unixsocket"]:
             await self._listen_unix(config["unixsocket"], config["unixsocketperm"])
         self.server.port = config["port"] or config["tls-port"]
+        await self.http.start()
         await self.cluster.start(config["bind"] or [None], self.server.port)
         for sig in (signal.SIGTERM, signal.SIGINT):
             self.loop.add_signal_handler(sig, self.request_shutdown, "signal")
@@ -209,10 +212,12 @@ class Runtime:
             await self.start()
         except StartupError as error:
             log.warning("%s", error)
+            await self.http.stop()
             return 1
         if on_ready is not None:
             on_ready()
         await self._stopped
+        await self.http.stop()
         return self.exit_code
 
     # ------------------------------------------------------------- effects
