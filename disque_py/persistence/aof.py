@@ -430,4 +430,6 @@ class AofWriter:
                 ("aof_delayed_fsync", self.delayed_fsync),
                 ("aof_accepting_writes", int(self.accepting)),
             ]
+        if rewrite is not None:
+            fields += rewrite.progress_fields()
         return fields

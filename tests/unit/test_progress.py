@@ -1,7 +1,8 @@
 """Progress of long work, on a fake clock: the meter's arithmetic and
-cadence (persistence/progress.py), and the AOF load that reports through
-it (server/persistence_service.py): its log lines, its INFO fields, its
--LOADING rule and its stop on shutdown. No sockets, no sleeps: the load's
+cadence (persistence/progress.py), the AOF load that reports through it
+(server/persistence_service.py): its log lines, its INFO fields, its
+-LOADING rule and its stop on shutdown; and a rewrite's counts
+(persistence/rewrite.py). No sockets, no sleeps: the load's
 turns of the loop are asyncio.sleep(0), and the fake clock moves only when
 the test moves it.
 """
@@ -14,9 +15,12 @@ import logging
 import pytest
 
 from disque_py.config import Config
+from disque_py.core.job import ACKED
 from disque_py.errors import LoadingError
 from disque_py.resp import encode
+from disque_py.persistence.aof import REWRITE_SLICE_JOBS, AofWriter
 from disque_py.persistence.progress import REPORT_INTERVAL_S, ProgressMeter
+from disque_py.persistence.rewrite import Rewrite
 from disque_py.server.persistence_service import (LOAD_SLICE_RECORDS, LoadStopped,
                                                   PersistenceService)
 from disque_py.server.state import ServerState
@@ -265,3 +269,27 @@ def test_a_shutdown_during_the_load_stops_it_and_leaves_the_file(loader, tmp_pat
     assert len(slices) == 3
     assert (tmp_path / "disque.aof").read_bytes() == before
     assert not [s for s in loader.server.clients.values() if s.aof_loader]
+
+
+# ------------------------------------------------------------------ rewrite
+
+def test_rewrite_progress_counts_jobs_walked_and_written(loader, tmp_path):
+    load(loader)
+    jobs = loader.node.jobs
+    next(iter(jobs.values())).state = ACKED          # walked, not written
+    writer = AofWriter(str(tmp_path / "rewritten.aof"), "everysec", loop=None)
+    rewrite = Rewrite(writer, jobs, [])
+    seen = [dict(rewrite.progress_fields())]
+    while not rewrite.step():
+        seen.append(dict(rewrite.progress_fields()))
+    seen.append(dict(rewrite.progress_fields()))
+    rewrite.abort("test over")
+    assert seen[0] == {"aof_rewrite_jobs_total": 10_000, "aof_rewrite_jobs_processed": 0,
+                       "aof_rewrite_jobs_written": 0, "aof_rewrite_perc": "0.00"}
+    assert seen[-1] == {"aof_rewrite_jobs_total": 10_000,
+                        "aof_rewrite_jobs_processed": 10_000,
+                        "aof_rewrite_jobs_written": 9_999, "aof_rewrite_perc": "100.00"}
+    written = [fields["aof_rewrite_jobs_written"] for fields in seen]
+    percents = [float(fields["aof_rewrite_perc"]) for fields in seen]
+    assert len(seen) >= 10_000 // REWRITE_SLICE_JOBS        # a slice per loop turn
+    assert written == sorted(written) and percents == sorted(percents)
