@@ -312,6 +312,12 @@ cdef class NodeCore:
     cdef public int blocked_clients
     cdef public int64_t stats_jobs_created
     cdef public int64_t stats_dead_lettered
+    # Job events, read by /metrics at scrape time (one C increment each):
+    cdef public int64_t stats_delivered    # jobs taken from a queue here for a consumer
+    cdef public int64_t stats_acked        # jobs ACKJOB or FASTACK acknowledged here
+    cdef public int64_t stats_nacked       # NACKs applied here (queued again now or later)
+    cdef public int64_t stats_requeued     # jobs queued again here, not by a NACK (RETRY)
+    cdef public int64_t stats_expired      # jobs whose TTL ended here
     cdef public int64_t _last_ctime
     cdef bint _real_clock
     cdef uint64_t _rng_state
@@ -337,7 +343,7 @@ cdef class NodeCore:
     cpdef int64_t retry_time(self, Job job, int64_t now_ms)
     cpdef bint enqueue(self, Job job, bint nack=*, int64_t now=*, Queue q=*) except -1
     cpdef bint dequeue(self, Job job) except -1
-    cpdef Job fetch(self, Queue q)
+    cpdef Job fetch(self, Queue q, bint delivery=*)
     cpdef set_paused(self, Queue q, int flags)
     cdef Job create_job(self, bytes queue, Queue q, const char* body, Py_ssize_t body_len,
                         int64_t repl, int64_t delay, int64_t retry, int64_t ttl,

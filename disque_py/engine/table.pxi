@@ -20,6 +20,7 @@ cdef extern from "Python.h":
     Py_hash_t _Py_HashBytes(const void* src, Py_ssize_t size)
 
 from cpython.mem cimport PyMem_Calloc
+from libc.string cimport memset
 
 cdef extern from "Python.h":
     const Py_ssize_t PY_SSIZE_T_MAX
@@ -168,6 +169,26 @@ cdef class JobTable:
         for i in range(TABLE_PARTITIONS):
             _append_partition(&self._parts[i], found)
         return found
+
+    def count_states(self, Py_ssize_t first, Py_ssize_t stop):
+        """[wait-repl, active, queued, acked]: how many jobs of partitions
+        first..stop-1 are in each state (/metrics reads the table in slices)."""
+        cdef int64_t counts[ACKED + 1]
+        cdef Py_ssize_t i
+        cdef uint32_t b
+        cdef Partition* part
+        cdef PyObject* entry
+        memset(counts, 0, sizeof(counts))
+        for i in range(max(first, 0), min(stop, TABLE_PARTITIONS)):
+            part = &self._parts[i]
+            if part.buckets == NULL:
+                continue
+            for b in range(part.mask + 1):
+                entry = part.buckets[b]
+                while entry != NULL:
+                    counts[(<Job>entry).state] += 1
+                    entry = (<Job>entry).table_next
+        return [counts[i] for i in range(ACKED + 1)]
 
     @property
     def partition_count(self):
