@@ -323,6 +323,7 @@ cdef class NodeCore:
     cdef uint64_t _rng_state
     cdef public dict node_ids              # every known node ID -> the one shared object
     cdef public double repl_rtt_ms         # recent REPLJOB -> GOTJOB round trip
+    cdef public dict repl_rtt_by_peer      # ... the same, of each peer's GOTJOBs (/metrics)
     cdef bytes _holders_seen               # copies.pxi's last holder list, as wire bytes ...
     cdef object _holders_seen_in           # ... resolved against this node_ids ...
     cdef tuple _holders_known              # ... to these IDs

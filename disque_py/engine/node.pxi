@@ -83,6 +83,7 @@ cdef class NodeCore:
         self.replicating = {}
         self.waiting_queues = {}
         self.options_readers = {}
+        self.repl_rtt_by_peer = {}
         self.dedup = DedupTable()
         self.job_waits = {}
         self.queue_waits = {}

@@ -9,6 +9,7 @@ Driven on a fake clock, no sockets.
 from __future__ import annotations
 
 from disque_py.core.job import ACKED, ACTIVE, QUEUED, WAIT_REPL
+from tests.unit.simnet import SimNet
 TTL_S = 60
 UNKNOWN_ID = b"D-abcdef01-" + b"A" * 24 + b"-0001"
 
@@ -95,3 +96,14 @@ def test_count_states_ignores_partitions_out_of_range(node):
     parts = node.jobs.partition_count
     assert node.jobs.count_states(-10, 0) == [0, 0, 0, 0]
     assert node.jobs.count_states(parts, parts + 10) == [0, 0, 0, 0]
+
+
+def test_each_peers_gotjob_round_trip_is_kept_apart():
+    net = SimNet(3, seed=1)
+    job = net.add_job(0, repl=3, client="p")
+    assert net.run_until(lambda: "p" in net.unblocked, 100)
+    producer = net.nodes[0]
+    holders = {node_id for node_id in job.delivered if node_id != producer.id}
+    assert set(producer.repl_rtt_by_peer) == holders
+    assert all(rtt >= 0 for rtt in producer.repl_rtt_by_peer.values())
+    assert not net.nodes[1].repl_rtt_by_peer       # it made no job
