@@ -73,6 +73,7 @@ class Runtime:
         self.loop: asyncio.AbstractEventLoop | None = None
         self.listeners: list = []
         self._timer = None
+        self._timer_due = 0.0          # loop time the timer was set for
         self._cron = None
         self._cron_runs = 0
         self._stopped: asyncio.Future | None = None
@@ -329,9 +330,12 @@ class Runtime:
     # -------------------------------------------------------------- timers
 
     def _schedule_timer(self, delay_ms: float) -> None:
+        self._timer_due = self.loop.time() + delay_ms / 1000
         self._timer = self.loop.call_later(delay_ms / 1000, self._on_timer)
 
     def _on_timer(self) -> None:
+        # How much later than asked the loop ran us: due jobs wait that long.
+        self.server.timer_lateness.observe(max(self.loop.time() - self._timer_due, 0.0))
         node = self.node
         monitor = self.server.latency
         began = monitor.begin()
@@ -340,6 +344,7 @@ class Runtime:
         if node.effects:
             self.apply_effects()
         if more:
+            self._timer_due = self.loop.time()
             self._timer = self.loop.call_soon(self._on_timer)
             return
         due = node.next_wakeup()

@@ -22,6 +22,7 @@ import time
 from disque_py.commands import CommandTable
 from disque_py.core.node import Node
 from disque_py.engine import ServerCore, SessionCore, StatsCore
+from disque_py.monitoring.histogram import DurationHistogram
 from disque_py.monitoring.latency import (COMMAND, EVICTION_CYCLE, FAST_COMMAND,
                                           LatencyMonitor)
 from disque_py.monitoring.slowlog import SlowLog
@@ -162,6 +163,7 @@ class ServerState(ServerCore):
         self.feed_monitors = lambda session, argv: None   # the runtime installs the real one
         self.slowlog = SlowLog(config["slowlog-log-slower-than"], config["slowlog-max-len"])
         self.latency = LatencyMonitor(config["latency-monitor-threshold"])
+        self.timer_lateness = DurationHistogram()   # the runtime's job timer (/metrics)
         self.slow_after = NEVER_SLOW     # seconds: commands this long reach command_took
         self._watch_diagnostics(config)
 

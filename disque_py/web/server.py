@@ -47,7 +47,8 @@ def build_app(server) -> web.Application:
     app[SERVER_KEY] = server
     metrics.setup(app, server)
     health.setup(app)
-    if importlib.util.find_spec(DASHBOARD_MODULE) is not None:
+    spec = importlib.util.find_spec(DASHBOARD_MODULE)
+    if spec is not None and spec.origin is not None:      # a package, not a bare directory
         importlib.import_module(DASHBOARD_MODULE).setup(app, server)
     return app
 
