@@ -17,6 +17,7 @@ APT_PACKAGES := redis-tools netcat-openbsd openssl iproute2
 JAVA_PACKAGE := openjdk-17-jre-headless
 NODE_PACKAGES := nodejs npm
 NODE_CLIENTS := tests/clients/node
+PROMTOOL := $(BIN)/promtool
 SUDO   := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 
 CHAOS_SECONDS ?= 600
@@ -69,7 +70,7 @@ redis-cli-deps:
 # tests make a network namespace); Java
 # for the Spark tests (pyspark starts a JVM); node and npm for the Node.js
 # client libraries.
-system-deps: redis-cli-deps
+system-deps: redis-cli-deps $(PROMTOOL)
 	@if ! command -v redis-cli >/dev/null || ! command -v nc >/dev/null || \
 		! command -v openssl >/dev/null || ! command -v ip >/dev/null; then \
 		$(SUDO) apt-get update -qq && \
@@ -83,6 +84,18 @@ system-deps: redis-cli-deps
 		$(SUDO) apt-get update -qq && \
 		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $(NODE_PACKAGES); \
 	fi
+
+# promtool, which checks /metrics in the suite, is taken out of Debian's
+# prometheus package (apt-get download, no root needed once the package lists
+# are there) rather than installed with it: the package's postinst starts a
+# Prometheus server (invoke-rc.d) and it brings a dozen web libraries, where
+# promtool is one binary. It lands in the venv, beside the test runner.
+$(PROMTOOL): | $(BIN)/python
+	@tmp=$$(mktemp -d) && cd $$tmp && \
+		{ apt-get download prometheus >/dev/null 2>&1 || \
+		  { $(SUDO) apt-get update -qq && apt-get download prometheus >/dev/null 2>&1; }; } && \
+		dpkg-deb --fsys-tarfile prometheus_*.deb | tar -x ./usr/bin/promtool && \
+		mv usr/bin/promtool $(CURDIR)/$(PROMTOOL); status=$$?; rm -rf $$tmp; exit $$status
 
 # The Node.js Disque clients the tests drive, exactly as package-lock.json
 # pins them, into $(NODE_CLIENTS)/node_modules (again only when the lock changed).
