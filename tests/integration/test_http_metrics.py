@@ -10,6 +10,7 @@ start as any directive's do.
 
 from __future__ import annotations
 
+import os
 import shutil
 import socket
 import subprocess
@@ -240,3 +241,26 @@ def test_a_taken_http_port_stops_the_start_saying_so(tmp_path):
                                 capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
     assert result.returncode == 1
     assert f"Could not listen for HTTP on {HOST}:{http_port}" in result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("through", ["options", "environment"])
+def test_disque_py_server_takes_the_http_directives(tmp_path, through):
+    port, http_port = free_port(), free_port()
+    command = [str(Path(sys.executable).with_name("disque-py")), "server", "--port", str(port),
+               "--bind", HOST, "--dir", str(tmp_path)]
+    env = dict(os.environ)
+    if through == "options":
+        command += ["--http-port", str(http_port), "--http-bind", HOST]
+    else:
+        env.update(DISQUE_HTTP_PORT=str(http_port), DISQUE_HTTP_BIND=HOST)
+    proc = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    try:
+        wait_for(lambda: http_get(http_port, "/healthz")[0] == 200, 20,
+                 message="the HTTP port of `disque-py server`")
+        client = redis.Redis(host=HOST, port=port)
+        assert client.config_get("http-*") == {"http-port": str(http_port), "http-bind": HOST}
+        client.close()
+    finally:
+        proc.terminate()
+        proc.wait(RUN_TIMEOUT_S)
