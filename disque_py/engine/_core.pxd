@@ -204,6 +204,7 @@ cdef class JobTable:
     cdef Partition* _parts
     cdef Py_ssize_t _len
     cdef Py_ssize_t _released      # partitions freed so far by release_some()
+    cdef readonly Py_ssize_t acked # jobs in the acked state (NodeCore.acknowledge counts too)
 
     cdef Job find(self, const char* job_id)
     cdef bint insert(self, Job job) except -1

@@ -770,6 +770,7 @@ cdef class NodeCore:
             return
         self.dequeue(job)
         job.state = ACKED
+        self.jobs.acked += 1           # acknowledge() is only ever given a job of the table
         if self.job_waits or self.queue_waits:
             self.on_job_done(job, GONE_ACKED)
         if self.aof_enabled:

@@ -14,13 +14,14 @@
 #     whatever is added or removed in between;
 #   * a resize only ever rehashes one partition, so a table of millions of
 #     jobs grows without a pause.
-# The table holds one reference to each job it contains.
+# The table holds one reference to each job it contains. It counts the
+# jobs in the acked state it holds (acked: inserted or removed as such, or
+# acknowledged while here), which /metrics reads instead of walking it.
 
 cdef extern from "Python.h":
     Py_hash_t _Py_HashBytes(const void* src, Py_ssize_t size)
 
 from cpython.mem cimport PyMem_Calloc
-from libc.string cimport memset
 
 cdef extern from "Python.h":
     const Py_ssize_t PY_SSIZE_T_MAX
@@ -88,6 +89,8 @@ cdef class JobTable:
         slot[0] = <PyObject*>job
         part.count += 1
         self._len += 1
+        if job.state == ACKED:
+            self.acked += 1
         if part.count > (part.mask + 1) * TABLE_MAX_LOAD:
             self._resize(part, (part.mask + 1) * 2)
         return True
@@ -108,6 +111,8 @@ cdef class JobTable:
         job.table_next = NULL
         part.count -= 1
         self._len -= 1
+        if job.state == ACKED:
+            self.acked -= 1
         if part.mask + 1 > TABLE_MIN_BUCKETS and part.count * 8 < part.mask + 1:
             self._resize(part, (part.mask + 1) // 2)
         Py_DECREF(job)        # last: the table's reference may be the last one
@@ -169,26 +174,6 @@ cdef class JobTable:
         for i in range(TABLE_PARTITIONS):
             _append_partition(&self._parts[i], found)
         return found
-
-    def count_states(self, Py_ssize_t first, Py_ssize_t stop):
-        """[wait-repl, active, queued, acked]: how many jobs of partitions
-        first..stop-1 are in each state (/metrics reads the table in slices)."""
-        cdef int64_t counts[ACKED + 1]
-        cdef Py_ssize_t i
-        cdef uint32_t b
-        cdef Partition* part
-        cdef PyObject* entry
-        memset(counts, 0, sizeof(counts))
-        for i in range(max(first, 0), min(stop, TABLE_PARTITIONS)):
-            part = &self._parts[i]
-            if part.buckets == NULL:
-                continue
-            for b in range(part.mask + 1):
-                entry = part.buckets[b]
-                while entry != NULL:
-                    counts[(<Job>entry).state] += 1
-                    entry = (<Job>entry).table_next
-        return [counts[i] for i in range(ACKED + 1)]
 
     @property
     def partition_count(self):
