@@ -16,6 +16,7 @@ PORT   ?= 7711
 APT_PACKAGES := redis-tools netcat-openbsd openssl iproute2
 JAVA_PACKAGE := openjdk-17-jre-headless
 NODE_PACKAGES := nodejs npm
+BROWSER_PACKAGES := chromium chromium-driver
 NODE_CLIENTS := tests/clients/node
 PROMTOOL := $(BIN)/promtool
 SUDO   := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
@@ -69,7 +70,8 @@ redis-cli-deps:
 # (the TLS tests make their certificates) and ip (iproute2: the protected-mode
 # tests make a network namespace); Java
 # for the Spark tests (pyspark starts a JVM); node and npm for the Node.js
-# client libraries.
+# client libraries; Debian's chromium and its chromedriver for the
+# dashboard's browser tests (selenium drives them; no browser is downloaded).
 system-deps: redis-cli-deps $(PROMTOOL)
 	@if ! command -v redis-cli >/dev/null || ! command -v nc >/dev/null || \
 		! command -v openssl >/dev/null || ! command -v ip >/dev/null; then \
@@ -83,6 +85,10 @@ system-deps: redis-cli-deps $(PROMTOOL)
 	@if ! command -v node >/dev/null || ! command -v npm >/dev/null; then \
 		$(SUDO) apt-get update -qq && \
 		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $(NODE_PACKAGES); \
+	fi
+	@if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then \
+		$(SUDO) apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $(BROWSER_PACKAGES); \
 	fi
 
 # promtool, which checks /metrics in the suite, is taken out of Debian's

@@ -250,7 +250,7 @@ def test_a_post_without_the_csrf_token_is_refused(client, web):
 def test_the_session_cookie_is_httponly_and_samesite_strict(web):
     web.get()
     header = web.set_cookie_headers[-1].lower()
-    assert header.startswith("disque_dashboard=")
+    assert header.startswith(f"disque_dashboard_{web.port}=")
     assert "httponly" in header and "samesite=strict" in header and "path=/dashboard/" in header
 
 
@@ -276,7 +276,8 @@ def test_a_wrong_password_is_refused_and_the_right_one_opens_a_new_session(locke
     before = dict(web.cookies)
     reply = web.log_in(PASSWORD)
     assert reply.status == 303 and reply.location == DASHBOARD
-    assert web.cookies["disque_dashboard"] != before["disque_dashboard"]   # no fixation
+    cookie = f"disque_dashboard_{locked.http_port}"
+    assert web.cookies[cookie] != before[cookie]                       # no fixation
     assert web.get().status == 200
     stale = DashboardClient(locked.http_port)
     stale.cookies = before                                # the pre-login token is dead

@@ -26,7 +26,8 @@ import contextlib
 from aiohttp import web
 
 from disque_py.web.dashboard.actions import guarded, make_handlers
-from disque_py.web.dashboard.auth import LOGIN_PATH, SessionStore, log_out, make_guard
+from disque_py.web.dashboard.auth import (LOGIN_PATH, SESSION_COOKIE_PREFIX, SessionStore,
+                                          log_out, make_guard)
 from disque_py.web.dashboard.pages import Pages, make_environment
 from disque_py.web.dashboard.sampler import Sampler
 
@@ -36,7 +37,7 @@ SAMPLER_KEY = web.AppKey("dashboard_sampler", Sampler)
 
 def setup(app: web.Application, server) -> None:
     sampler = Sampler(server)
-    store = SessionStore()
+    store = SessionStore(SESSION_COOKIE_PREFIX + str(server.config["http-port"]))
     pages = Pages(PREFIX, sampler, make_environment())
     dashboard = web.Application(middlewares=[make_guard(store, PREFIX)])
     dashboard[SAMPLER_KEY] = sampler

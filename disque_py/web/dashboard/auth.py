@@ -10,8 +10,10 @@ only: /metrics, /healthz and /readyz are not under it), in this order:
     DENIED text. Pages are refused too, not only actions: they show job
     bodies, which such a node shows no other host over RESP either.
   * Sessions: every visitor gets one, kept here (never in the cookie): a
-    random token (TOKEN_BYTES) in the cookie SESSION_COOKIE (HttpOnly,
-    SameSite=Strict, Path=the dashboard's), stored under its SHA-256, with
+    random token (TOKEN_BYTES) in the cookie SESSION_COOKIE_PREFIX + the
+    HTTP port (browsers share cookies between the ports of one host: two
+    nodes on one host keep apart) (HttpOnly, SameSite=Strict, Path=the
+    dashboard's), stored under its SHA-256, with
     an expiry SESSION_TTL_S after its last use, and a CSRF token of its own.
     At most MAX_SESSIONS are kept: past that, the least recently used
     anonymous one goes first.
@@ -41,7 +43,7 @@ from aiohttp import web
 from disque_py.server.protected_mode import DENIED, allows
 from disque_py.web.keys import SERVER_KEY
 
-SESSION_COOKIE = "disque_dashboard"
+SESSION_COOKIE_PREFIX = "disque_dashboard_"
 CSRF_FIELD = "csrf"
 TOKEN_BYTES = 32
 SESSION_TTL_S = 8 * 3600
@@ -77,8 +79,9 @@ def _key(token: str) -> str:
 class SessionStore:
     """The dashboard's sessions, by the hash of their cookie token."""
 
-    def __init__(self, clock=time.monotonic, ttl_s: float = SESSION_TTL_S,
-                 max_sessions: int = MAX_SESSIONS) -> None:
+    def __init__(self, cookie: str = SESSION_COOKIE_PREFIX + "0", clock=time.monotonic,
+                 ttl_s: float = SESSION_TTL_S, max_sessions: int = MAX_SESSIONS) -> None:
+        self.cookie = cookie                # the cookie's name
         self.clock = clock
         self.ttl_s = ttl_s
         self.max_sessions = max_sessions
@@ -123,8 +126,9 @@ class SessionStore:
         self._sessions.popitem(last=False)
 
 
-def set_cookie(response: web.StreamResponse, token: str, path: str) -> None:
-    response.set_cookie(SESSION_COOKIE, token, path=path, httponly=True, samesite="Strict")
+def set_cookie(response: web.StreamResponse, store: SessionStore, token: str,
+               path: str) -> None:
+    response.set_cookie(store.cookie, token, path=path, httponly=True, samesite="Strict")
 
 
 def password_of(request: web.Request) -> bytes:
@@ -146,14 +150,14 @@ def make_guard(store: SessionStore, prefix: str):
                       else None, server.config):
             return web.Response(status=403, text=DENIED.decode().removeprefix("-")
                                 .rstrip("\r\n") + "\n")
-        session = store.find(request.cookies.get(SESSION_COOKIE))
+        session = store.find(request.cookies.get(store.cookie))
         new_token = None
         if session is None:
             new_token, session = store.create()
         request[SESSION_REQUEST_KEY] = session
         response = await _admit(request, handler, session, prefix)
         if new_token is not None:
-            set_cookie(response, new_token, prefix)
+            set_cookie(response, store, new_token, prefix)
         return response
 
     return guard
@@ -185,12 +189,12 @@ def log_in(request: web.Request, store: SessionStore, prefix: str) -> web.Stream
     store.drop(request[SESSION_REQUEST_KEY])
     token, _ = store.create(fingerprint(password_of(request)))
     response = see_other(prefix)
-    set_cookie(response, token, prefix)
+    set_cookie(response, store, token, prefix)
     return response
 
 
 def log_out(request: web.Request, store: SessionStore, prefix: str) -> web.StreamResponse:
     store.drop(request[SESSION_REQUEST_KEY])
     response = see_other(prefix)
-    response.del_cookie(SESSION_COOKIE, path=prefix)
+    response.del_cookie(store.cookie, path=prefix)
     return response
