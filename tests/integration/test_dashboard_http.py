@@ -165,7 +165,7 @@ def test_pause_and_resume_through_the_form(client, web):
     assert reply.status == 303 and reply.location == queue_path("jobs")
     assert qstat(client, "jobs")["pause"] == b"out"
     page = web.get(reply.location)
-    assert "the queue is now out" in page.text and 'id="pause-state">paused: out' in page.text
+    assert "pause state is now out" in page.text and 'id="pause-state">paused: out' in page.text
     web.post(f"{DASHBOARD}queue/pause", {"csrf": csrf, "queue": "jobs", "state": "none"})
     assert qstat(client, "jobs")["pause"] == b"none"
 

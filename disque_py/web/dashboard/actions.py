@@ -84,7 +84,8 @@ def make_handlers(prefix: str):
         if (await request.post()).get(BCAST_FIELD):
             args.append(b"bcast")
         reply = run_command(request, queues.pause, *args)
-        _flash(request, "ok", f"PAUSE {state}: the queue is now {bytes(reply)[1:-2].decode()}")
+        now = bytes(reply)[1:-2].decode()          # PAUSE's status reply: the state now
+        _flash(request, "ok", f"PAUSE {state}: the queue's pause state is now {now}")
         return see_other(queue_url(prefix, name))
 
     async def requeue_dead(request: web.Request) -> web.Response:
