@@ -55,7 +55,7 @@ from disque_py.server import tls
 from disque_py.server.protocol import ClientConnection
 from disque_py.server.tls_connection import TlsClientProtocol
 from disque_py.server.state import ServerState
-from disque_py.web.server import HttpEndpoint
+from disque_py.web.endpoint import HttpEndpoint
 
 TIMER_MAX_SLEEP_MS = 10
 # Messages telling peers what this node's AOF must already hold: its copy

@@ -1,13 +1,11 @@
 """The node's HTTP endpoint: aiohttp, served in the node's own event loop.
 
-HttpEndpoint owns the aiohttp application and its listeners: the runtime
-starts it with the client listeners (before the AOF loads, so that /healthz
-answers and /readyz says "loading" meanwhile) and stops it at shutdown.
-`http-port 0` (the default) opens nothing and imports no route; `http-bind`
-gives the addresses, and when unset the node's `bind` ones are used (every
-interface when those are unset too). No thread serves HTTP: a request runs
-on the loop between two batches of RESP commands, so every route must be
-quick or yield to the loop.
+This module owns the aiohttp application and its listeners; endpoint.py
+starts them (listen()) when `http-port` is set and stops them at shutdown.
+`http-bind` gives the addresses, and when unset the node's `bind` ones are
+used (every interface when those are unset too). No thread serves HTTP: a
+request runs on the loop between two batches of RESP commands, so every
+route must be quick or yield to the loop.
 
 Routes here: /metrics (web/metrics.py), /healthz and /readyz
 (web/health.py). Protected mode does not refuse them: they change nothing,
@@ -31,7 +29,6 @@ import importlib.util
 from aiohttp import web
 
 from disque_py import log
-from disque_py.cluster.membership import BUS_PORT_OFFSET
 from disque_py.server.persistence_service import StartupError
 from disque_py.web import health, metrics
 from disque_py.web.keys import SERVER_KEY
@@ -58,51 +55,22 @@ def http_addresses(config) -> list[str | None]:
     return list(config["http-bind"] or config["bind"]) or [None]
 
 
-def _refuse_port_clash(config) -> None:
-    """The node's other ports would fail later, with a less clear error."""
-    taken = {config["tls-port"]: "tls-port"}
-    if config["port"]:
-        taken.update({config["port"]: "port",
-                      config["port"] + BUS_PORT_OFFSET: "the cluster bus port (port + 10000)"})
-    other = taken.get(config["http-port"])
-    if other is not None:
-        raise StartupError(f"http-port {config['http-port']} is also {other}: "
-                           "give HTTP a port of its own")
-
-
-class HttpEndpoint:
-    def __init__(self, server, config) -> None:
-        self.server = server
-        self.config = config
-        self._runner: web.AppRunner | None = None
-
-    @property
-    def port(self) -> int:
-        return self.config["http-port"]
-
-    async def start(self) -> None:
-        """Listen on every address (nothing when http-port is 0); a port
-        that cannot be had stops the start, as a client port would."""
-        if not self.port:
-            return
-        _refuse_port_clash(self.config)
-        runner = web.AppRunner(build_app(self.server), access_log=None,
-                               shutdown_timeout=SHUTDOWN_GRACE_S)
-        await runner.setup()
-        self._runner = runner
-        for address in http_addresses(self.config):
-            site = web.TCPSite(runner, address, self.port, reuse_address=True,
-                               backlog=self.config["tcp-backlog"])
-            try:
-                await site.start()
-            except OSError as error:
-                raise StartupError(f"Could not listen for HTTP on {address or '*'}:"
-                                   f"{self.port}: {error.strerror or error} "
-                                   "(choose another with --http-port N, 0 for none)") from None
-        log.notice("HTTP (/metrics, /healthz, /readyz) is served on port %d", self.port)
-
-    async def stop(self) -> None:
-        """Close the listeners and the open requests; cleanup hooks run."""
-        runner, self._runner = self._runner, None
-        if runner is not None:
+async def listen(server, config) -> web.AppRunner:
+    """Serve the application on every address; StartupError (the runner
+    cleaned up) if one cannot be had."""
+    port = config["http-port"]
+    runner = web.AppRunner(build_app(server), access_log=None,
+                           shutdown_timeout=SHUTDOWN_GRACE_S)
+    await runner.setup()
+    for address in http_addresses(config):
+        site = web.TCPSite(runner, address, port, reuse_address=True,
+                           backlog=config["tcp-backlog"])
+        try:
+            await site.start()
+        except OSError as error:
             await runner.cleanup()
+            raise StartupError(f"Could not listen for HTTP on {address or '*'}:{port}: "
+                               f"{error.strerror or error} "
+                               "(choose another with --http-port N, 0 for none)") from None
+    log.notice("HTTP (/metrics, /healthz, /readyz) is served on port %d", port)
+    return runner

@@ -188,6 +188,8 @@ def test_http_port_0_is_the_default_and_opens_nothing(tmp_path):
         assert client.config_get("http-*") == {"http-port": "0", "http-bind": ""}
         ports = {port for _, port in listening_ports(proc.pid)}
         assert ports == {proc.port, proc.port + 10000}
+        # Not even aiohttp's compiled parser is loaded: HTTP off costs nothing.
+        assert "aiohttp" not in Path(f"/proc/{proc.pid}/maps").read_text()
     finally:
         proc.stop()
 
