@@ -10,13 +10,18 @@ a) throughput: `redis-benchmark -c 50 -P 16 ADDJOB q <100 bytes> 0`
    that a scraper GETs /metrics from once a second for the whole run
    ("on, scraped 1/s"); the two alternate within each round (the order
    flips every round), servers on the server CPU, the load on the other.
-   The median of each, and their ratio.
+   The median of each, and their ratio; and the server's CPU time per
+   ADDJOB (its user + system seconds over the run, from /proc, divided by
+   the requests), which other processes on a shared machine move much less
+   than the rate: they take the CPU from the server, not its cost per job.
 b) scrape: a node filled with --jobs ADDJOBs (pipelined, 1000 per batch,
    4 connections) spread evenly over --queues queues; then --scrapes GETs of
    /metrics one after the other, each timed from the request to the last
    byte, while a probe PINGs the node every millisecond on its own
    connection. The stall of a scrape is the longest PING round trip that
    overlapped it, against the probe's median round trip with no scrape.
+   Then CPU_SCRAPES more scrapes without the probe: the server's CPU time
+   per scrape (from /proc), i.e. what scraping once a second costs it.
 """
 
 from __future__ import annotations
@@ -34,13 +39,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.common import (BODY, DisqueServer, LatencyProbe, Pinning, info,  # noqa: E402
-                               median, ms, ordered, pipelined_fill, print_commands,
+from benchmarks.common import (BODY, DisqueServer, LatencyProbe, Pinning,  # noqa: E402
+                               cpu_seconds, info, median, ms, ordered, pipelined_fill, print_commands,
                                print_header, print_table, redis_benchmark_command,
                                run_async, run_redis_benchmark, scratch_dir)
 from tests.support import HOST, encode_command, free_port  # noqa: E402
 
 SCRAPE_INTERVAL_S = 1.0
+CPU_SCRAPES = 100               # enough for /proc's 10 ms ticks to average out
 PROBE_INTERVAL_S = 0.001
 FILL_BATCH = 1000
 FILL_CONNECTIONS = 4
@@ -85,8 +91,8 @@ class Scraper(threading.Thread):
             self.done.wait(max(SCRAPE_INTERVAL_S - (time.monotonic() - began), 0))
 
 
-def addjob_rate(server: DisqueServer, requests: int) -> tuple[float, int]:
-    """(ADDJOBs per second, scrapes made meanwhile)."""
+def addjob_rate(server: DisqueServer, requests: int) -> tuple[float, float, int]:
+    """(ADDJOBs per second, server CPU microseconds per ADDJOB, scrapes made meanwhile)."""
     cmd = redis_benchmark_command(server.port, requests, clients=50, pipeline=16,
                                   command_args=ADDJOB)
     with running(server):
@@ -94,30 +100,33 @@ def addjob_rate(server: DisqueServer, requests: int) -> tuple[float, int]:
         if scraper is not None:
             scraper.start()
         try:
-            rate, _, _ = run_redis_benchmark(cmd, server.pid)
+            rate, cpu_percent, _ = run_redis_benchmark(cmd, server.pid)
         finally:
             if scraper is not None:
                 scraper.done.set()
                 scraper.join()
-    return rate, scraper.scrapes if scraper is not None else 0
+    cpu_us = cpu_percent / 100 / rate * 1e6
+    return rate, cpu_us, scraper.scrapes if scraper is not None else 0
 
 
 def throughput(pinning: Pinning, rounds: int, requests: int) -> None:
     kinds = [("off", False), ("on, scraped 1/s", True)]
     rates: dict[str, list[float]] = {label: [] for label, _ in kinds}
+    costs: dict[str, list[float]] = {label: [] for label, _ in kinds}
     for round_index in range(rounds):
         for label, http in ordered(round_index, kinds):
-            rate, scrapes = addjob_rate(node(pinning, http), requests)
+            rate, cpu_us, scrapes = addjob_rate(node(pinning, http), requests)
             rates[label].append(rate)
-            print(f"  round {round_index + 1}  {label:16} {rate:>10,.0f} ops/s"
-                  f"{f'  ({scrapes} scrapes)' if http else ''}", flush=True)
-    off, on = median(rates["off"]), median(rates["on, scraped 1/s"])
-    print_table(["HTTP endpoint", "ADDJOB c50 -P16 median (ops/s)", "rounds"],
-                [["off (http-port 0)", off, ", ".join(f"{r:,.0f}" for r in rates["off"])],
-                 ["on, /metrics scraped 1/s", on,
-                  ", ".join(f"{r:,.0f}" for r in rates["on, scraped 1/s"])]],
-                title="a) throughput")
-    print(f"on / off: {on / off:.3f} (median of {rounds} rounds)")
+            costs[label].append(cpu_us)
+            print(f"  round {round_index + 1}  {label:16} {rate:>10,.0f} ops/s  "
+                  f"{cpu_us:5.2f} us CPU/ADDJOB{f'  ({scrapes} scrapes)' if http else ''}",
+                  flush=True)
+    rows = [[label, median(rates[label]), median(costs[label]),
+             ", ".join(f"{r:,.0f}" for r in rates[label])] for label, _ in kinds]
+    print_table(["HTTP endpoint", "ADDJOB c50 -P16 (ops/s)", "server CPU/ADDJOB (us)",
+                 "rounds (ops/s)"], rows, title="a) throughput (medians)")
+    print(f"on / off: rate {rows[1][1] / rows[0][1]:.3f}, CPU per ADDJOB "
+          f"{rows[1][2] / rows[0][2]:.3f} (median of {rounds} rounds)")
     print_commands([redis_benchmark_command(0, requests, 50, 16, command_args=ADDJOB)])
 
 
@@ -153,6 +162,14 @@ async def scrape_under_probe(server: DisqueServer, scrapes: int) -> tuple[list, 
     return results, idle
 
 
+def cpu_per_scrape_ms(server: DisqueServer) -> float:
+    before = cpu_seconds(server.pid)
+    for _ in range(CPU_SCRAPES):
+        with _NO_PROXY.open(f"http://{HOST}:{server.http_port}/metrics", timeout=30) as response:
+            response.read()
+    return ms((cpu_seconds(server.pid) - before) / CPU_SCRAPES)
+
+
 def fill_command(queues: int):
     return lambda i: encode_command("ADDJOB", f"queue-{i % queues}", BODY, 0)
 
@@ -168,13 +185,15 @@ def scrape_figures(pinning: Pinning, jobs: int, queues: int, scrapes: int) -> No
         print(f"  filled {fields['registered_jobs']} jobs in {fields['registered_queues']} "
               f"queues in {seconds:.1f} s", flush=True)
         results, idle = run_async(scrape_under_probe(server, scrapes))
+        cpu_ms = cpu_per_scrape_ms(server)
     times = [elapsed for elapsed, _, _ in results]
     stalls = [stall for _, stall, _ in results]
     print_table(["", "median (ms)", "max (ms)"],
                 [["scrape, request to last byte", ms(statistics.median(times)), ms(max(times))],
                  ["longest PING round trip during a scrape", ms(statistics.median(stalls)),
                   ms(max(stalls))],
-                 ["PING round trip, no scrape", ms(idle), ""]],
+                 ["PING round trip, no scrape", ms(idle), ""],
+                 ["server CPU per scrape", cpu_ms, ""]],
                 title=f"b) scrape of {jobs:,} jobs in {queues:,} queues "
                       f"({scrapes} scrapes, {results[0][2]:,} bytes each)")
 
