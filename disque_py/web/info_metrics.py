@@ -52,7 +52,7 @@ INFO_METRICS = [
            ("total_connections_received", "connections_received", COUNTER,
             "Client connections accepted"),
            ("rejected_connections", "connections_rejected", COUNTER,
-            "Client connections refused (maxclients)"),
+            "Client connections refused (maxclients, protected mode)"),
            ("total_commands_processed", "commands_processed", COUNTER,
             "Commands received, answered or refused"),
            ("total_net_input_bytes", "net_input_bytes", COUNTER, "Bytes read from clients"),
