@@ -149,6 +149,22 @@ def test_past_the_cap_the_busiest_queues_are_sampled(server, call, ticker):
     assert sorted(sampler.tracked) == [b"long", b"quiet"]
 
 
+def test_the_choice_is_made_a_slice_of_queues_per_sample(server, call, ticker, monkeypatch):
+    monkeypatch.setattr(sampler_module, "SELECTION_SLICE", 10)
+    sampler = make_sampler(server, ticker, max_queues=5)
+    for i in range(50):
+        for _ in range(1 + i % 7):
+            call("ADDJOB", f"queue-{i}", "x", 0)
+    passes = 0
+    while not sampler.tracked:
+        sampler.sample()
+        passes += 1
+        assert passes <= 50
+    assert passes >= 4                       # 50 queues, about 10 a sample
+    longest = sorted((len(q.jobs), q.name) for q in server.node.queues.values())[-5:]
+    assert sorted(sampler.tracked) == sorted(name for _, name in longest)
+
+
 def test_a_sample_past_the_cap_reads_only_the_sampled_queues(server, call, ticker):
     sampler = make_sampler(server, ticker, max_queues=5)
     for i in range(50):

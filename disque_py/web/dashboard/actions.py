@@ -113,6 +113,6 @@ def guarded(action, render_error):
         try:
             return await action(request)
         except ActionError as error:
-            return render_error(request, 400, str(error))
+            return await render_error(request, 400, str(error))
 
     return handler

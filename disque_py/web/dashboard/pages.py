@@ -9,6 +9,7 @@ answer 404 with the dashboard's error page.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from urllib.parse import quote_from_bytes, unquote_to_bytes
 
@@ -22,6 +23,8 @@ from disque_py.web.dashboard.auth import (CSRF_FIELD, SESSION_REQUEST_KEY, check
 from disque_py.web.keys import SERVER_KEY
 
 TABLE_SPARK_SAMPLES = 120           # the queues table's sparklines: the last 2 minutes
+ROWS_PER_TURN = 25                  # queue rows built in one turn of the event loop
+RENDER_CHUNKS_PER_TURN = 400        # template pieces rendered in one turn
 NOT_FOUND = 404
 
 
@@ -77,26 +80,34 @@ class Pages:
         self.sampler = sampler
         self.env = env
 
-    def render(self, request: web.Request, template: str, status: int = 200,
-               **context) -> web.Response:
+    async def render(self, request: web.Request, template: str, status: int = 200,
+                     **context) -> web.Response:
+        """The page, rendered a slice of RENDER_CHUNKS_PER_TURN pieces per
+        turn of the event loop (a page of a hundred queues is no single
+        long block)."""
         session = request[SESSION_REQUEST_KEY]
         flash, session.flash = session.flash, []
         server = request.config_dict[SERVER_KEY]
         password = password_of(request)
-        html = self.env.get_template(template).render(
+        pieces = self.env.get_template(template).generate(
             prefix=self.prefix, csrf=session.csrf, csrf_field=CSRF_FIELD, flash=flash,
             logged_in=bool(password) and session.logged_in(fingerprint(password)),
             node_id=readers.text(server.node.id),
             queue_url=lambda name: queue_url(self.prefix, name),
             job_url=lambda job_id: job_url(self.prefix, job_id), **context)
-        return web.Response(text=html, status=status, content_type="text/html",
+        html = []
+        for count, piece in enumerate(pieces, 1):
+            html.append(piece)
+            if count % RENDER_CHUNKS_PER_TURN == 0:
+                await asyncio.sleep(0)
+        return web.Response(text="".join(html), status=status, content_type="text/html",
                             headers={"Cache-Control": "no-store",
                                      "X-Content-Type-Options": "nosniff",
                                      "X-Frame-Options": "DENY",
                                      "Content-Security-Policy": CSP})
 
-    def error(self, request: web.Request, status: int, message: str) -> web.Response:
-        return self.render(request, "error.html", status=status, status_code=status,
+    async def error(self, request: web.Request, status: int, message: str) -> web.Response:
+        return await self.render(request, "error.html", status=status, status_code=status,
                            message=message)
 
     # -------------------------------------------------------------- pages
@@ -105,13 +116,12 @@ class Pages:
         server = request.config_dict[SERVER_KEY]
         sampler = self.sampler
         queues = server.node.queues
-        names = [q.name for q in queues.values()] if len(queues) <= sampler.max_queues \
-            else sampler.tracked
-        rows = readers.queue_rows(server, names)
-        for row in rows:
-            for field in ("jobs_in", "jobs_out"):
-                rates = sampler.queue_rates(row["name"], field, TABLE_SPARK_SAMPLES)
-                row[f"{field}_spark"] = svg.sparkline(rates, f"{field.replace('_', ' ')}/s")
+        rows = []
+        names = sorted(self._shown_queues(queues))
+        for start in range(0, len(names), ROWS_PER_TURN):
+            if start:
+                await asyncio.sleep(0)        # clients are served between two slices
+            rows.extend(self._queue_rows(server, names[start:start + ROWS_PER_TURN]))
         span = sampler.span_seconds()
         charts = [svg.chart(sampler.rates("commands"), "commands/s", span),
                   svg.chart(sampler.rates("created"), "jobs added/s", span),
@@ -119,26 +129,46 @@ class Pages:
                   svg.chart(sampler.rates("acked"), "jobs acked/s", span),
                   svg.chart(sampler.levels("rss"), "memory (RSS)", span, "B"),
                   svg.chart(sampler.levels("clients"), "connected clients", span)]
-        return self.render(request, "overview.html", fields=readers.node_fields(server),
+        return await self.render(request, "overview.html", fields=readers.node_fields(server),
                            nodes=readers.cluster_nodes(server), queues=rows,
                            queue_count=len(queues), charts=charts)
+
+    def _shown_queues(self, queues) -> list[bytes]:
+        """Every queue up to the sampler's cap; past it, the ones it samples
+        (until its first choice is made, the first ones of a QSCAN)."""
+        sampler = self.sampler
+        if len(queues) <= sampler.max_queues:
+            return [q.name for q in queues.values()]
+        if sampler.tracked:
+            return list(sampler.tracked)
+        return [q.name for q in queues.scan(0, sampler.max_queues, None, False)[1]
+                ][:sampler.max_queues]
+
+    def _queue_rows(self, server, names: list[bytes]) -> list[dict]:
+        rows = readers.queue_rows(server, names)
+        for row in rows:
+            for field in ("jobs_in", "jobs_out"):
+                rates = self.sampler.queue_rates(row["name"], field, TABLE_SPARK_SAMPLES)
+                row[f"{field}_spark"] = svg.sparkline(rates, f"{field.replace('_', ' ')}/s")
+        return rows
 
     async def queue(self, request: web.Request) -> web.Response:
         server = request.config_dict[SERVER_KEY]
         name = query_bytes(request, "name")
         row = readers.queue_row(server, name) if name else None
         if row is None:
-            return self.error(request, NOT_FOUND, "No such queue on this node.")
+            return await self.error(request, NOT_FOUND, "No such queue on this node.")
         offset = max(query_int(request, "offset"), 0)
         jobs, more = readers.queue_jobs(server, name, offset)
-        not_queued, cursor = readers.jobs_not_queued(server, name, query_int(request, "cursor"))
+        not_queued, cursor = await readers.jobs_not_queued(server, name,
+                                                            query_int(request, "cursor"))
         stat = {key: readers.show_value(value)
                 for key, value in readers.qstat(server, name).items()}
         span = self.sampler.span_seconds()
         charts = [svg.chart(self.sampler.queue_lengths(name), "length", span),
                   svg.chart(self.sampler.queue_rates(name, "jobs_in"), "jobs in/s", span),
                   svg.chart(self.sampler.queue_rates(name, "jobs_out"), "jobs out/s", span)]
-        return self.render(request, "queue.html", queue=row, stat=stat, jobs=jobs,
+        return await self.render(request, "queue.html", queue=row, stat=stat, jobs=jobs,
                            offset=min(offset, readers.MAX_JOB_OFFSET),
                            page=readers.PAGE_JOBS, more=more, not_queued=not_queued,
                            cursor=cursor, charts=charts, pause_choices=PAUSE_CHOICES)
@@ -148,9 +178,9 @@ class Pages:
         job_id = query_bytes(request, "id") or b""
         found = readers.job_fields(server, job_id)
         if found is None:
-            return self.error(request, NOT_FOUND, "No such job on this node.")
+            return await self.error(request, NOT_FOUND, "No such job on this node.")
         fields, queue, body = found
-        return self.render(request, "job.html", job_id=readers.text(job_id), raw_id=job_id,
+        return await self.render(request, "job.html", job_id=readers.text(job_id), raw_id=job_id,
                            fields=fields, queue=queue, queue_label=readers.text(queue),
                            body=body)
 
@@ -159,7 +189,7 @@ class Pages:
         events = readers.latency_events(server)
         for event in events:
             event["chart"] = svg.chart(event["history"], event["name"], event["span"], " ms")
-        return self.render(request, "latency.html", events=events,
+        return await self.render(request, "latency.html", events=events,
                            threshold=server.latency.threshold_ms,
                            slowlog=readers.slowlog_entries(server),
                            slower_than=server.slowlog.slower_than_us)
@@ -167,14 +197,14 @@ class Pages:
     # -------------------------------------------------------------- login
 
     async def login_form(self, request: web.Request) -> web.Response:
-        return self.render(request, "login.html", failed=False)
+        return await self.render(request, "login.html", failed=False)
 
     def make_login(self, store):
         async def login(request: web.Request) -> web.StreamResponse:
             given = (await request.post()).get("password")
             if isinstance(given, str) and check_password(request, given):
                 return log_in(request, store, self.prefix)
-            return self.render(request, "login.html", status=401, failed=True)
+            return await self.render(request, "login.html", status=401, failed=True)
         return login
 
 

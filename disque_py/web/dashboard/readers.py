@@ -8,11 +8,15 @@ the node. Bytes from users (queue names, job bodies, slow log arguments)
 are decoded for display only; the templates escape them.
 
 Each read is bounded: a queue page lists PAGE_JOBS jobs at most
-MAX_JOB_OFFSET deep, the jobs not queued yet are looked for in one bounded
-table scan (JSCAN's budget), a body is shown up to BODY_SHOWN_BYTES.
+MAX_JOB_OFFSET deep, a body is shown up to BODY_SHOWN_BYTES. The jobs not
+queued yet are looked for by walking the jobs table (no index keeps them
+by queue) in small steps with the event loop turning between two: the
+walk's cost grows with the jobs held, its stall does not.
 """
 
 from __future__ import annotations
+
+import asyncio
 
 from disque_py.commands import info, queues
 from disque_py.commands.cluster import link_state
@@ -21,7 +25,8 @@ from disque_py.core.job import ACTIVE, STATE_NAMES, is_valid_id
 
 PAGE_JOBS = 50
 MAX_JOB_OFFSET = 10_000
-NOT_QUEUED_SCAN_COUNT = 20          # JSCAN COUNT: at most 10x that many partitions
+NOT_QUEUED_SHOWN = 20
+SCAN_STEP_COUNT = 1                 # JSCAN COUNT of one step: at most 10 non-empty partitions
 BODY_SHOWN_BYTES = 4096
 BODY_PREVIEW_BYTES = 60
 SLOWLOG_SHOWN = 50
@@ -129,7 +134,8 @@ def queue_row(server, name: bytes) -> dict | None:
 
 
 def queue_rows(server, names) -> list[dict]:
-    rows = [queue_row(server, name) for name in sorted(names)]
+    """The rows of the queues named, in that order (queues gone are left out)."""
+    rows = [queue_row(server, name) for name in names]
     return [row for row in rows if row is not None]
 
 
@@ -144,17 +150,26 @@ def queue_jobs(server, name: bytes, offset: int) -> tuple[list[dict], bool]:
     return [job_row(server, job) for job in jobs[:PAGE_JOBS]], len(jobs) > PAGE_JOBS
 
 
-def jobs_not_queued(server, name: bytes, cursor: int) -> tuple[list[dict], int]:
+async def jobs_not_queued(server, name: bytes, cursor: int) -> tuple[list[dict], int]:
     """Active jobs of the queue held here and due to be queued later
-    (DELAY, RETRY, NACK DELAY, BACKOFF), from one bounded JSCAN-like
-    step; the next cursor (0: the scan is complete)."""
+    (DELAY, RETRY, NACK DELAY, BACKOFF): JSCAN's walk of the jobs table
+    from `cursor`, in steps of at most SCAN_STEP_PARTITIONS non-empty
+    partitions with the event loop turning between two, until
+    NOT_QUEUED_SHOWN are found or the table ends. Returns them and the
+    cursor to go on from (0: the walk is complete)."""
     node = server.node
 
     def keep(job) -> bool:
         return job.queue == name and job.state == ACTIVE and job.qtime != 0 and \
             bool(job.delivered)
 
-    cursor, found = node.jobs.scan(cursor, NOT_QUEUED_SCAN_COUNT, keep, False)
+    found = []
+    while True:
+        cursor, step = node.jobs.scan(cursor, SCAN_STEP_COUNT, keep, False)
+        found.extend(step)
+        if cursor == 0 or len(found) >= NOT_QUEUED_SHOWN:
+            break
+        await asyncio.sleep(0)
     now = node.clock.now_ms()
     rows = []
     for job in found:

@@ -8,10 +8,13 @@ command path counts nothing for the dashboard: every figure is one the node
 already keeps.
 
 A node may hold any number of queues; at most MAX_SAMPLED_QUEUES are
-sampled. Up to that many, all of them, chosen afresh at every sample; past
-it, the busiest ones (most jobs in and out since the last choice, then the
-longest), chosen again every RESELECT_SAMPLES samples: a sample then costs
-O(MAX_SAMPLED_QUEUES), and only a reselection walks every queue.
+sampled. Up to that many, all of them, seen afresh at every sample; past
+it, the busiest ones: most jobs in and out since the last choice, then the
+longest. The choice is made by a pass over every queue in slices of
+SELECTION_SLICE queues, one slice per sample (QSCAN's walk of the queue
+table), and a pass starts at most every RESELECT_SAMPLES samples: a
+sample costs O(MAX_SAMPLED_QUEUES + SELECTION_SLICE) however many queues
+the node has, and the sampled set holds for at least that many samples.
 
 The Sampler is driven from outside (sample() once per SAMPLE_INTERVAL_S,
 by run() in the node's loop) and reads time from an injected clock, so
@@ -32,6 +35,7 @@ from disque_py.commands.info import process_rss
 SAMPLE_INTERVAL_S = 1.0
 HISTORY_SAMPLES = 900              # 15 minutes at one sample a second
 MAX_SAMPLED_QUEUES = 100
+SELECTION_SLICE = 1000
 RESELECT_SAMPLES = 10
 
 
@@ -66,6 +70,12 @@ class Sampler:
         self.tracked: list[bytes] = []          # the queues sampled, by name
         self._activity: dict[bytes, int] = {}   # jobs in + out at the last choice
         self._since_choice = 0
+        # The pass in progress (past the cap): its cursor, the best
+        # candidates so far (a heap of MAX_SAMPLED_QUEUES), activity seen.
+        self._selecting = False
+        self._cursor = 0
+        self._candidates: list = []
+        self._seen: dict[bytes, int] = {}
 
     # ------------------------------------------------------------ sampling
 
@@ -90,19 +100,33 @@ class Sampler:
         if len(queues) <= self.max_queues:
             self.tracked = [q.name for q in queues.values()]
             self._activity.clear()
+            self._selecting = False
+            return
+        self._since_choice += 1
+        if not self._selecting:
+            if self.tracked and self._since_choice < RESELECT_SAMPLES:
+                return
+            self._selecting, self._cursor = True, 0
+            self._candidates, self._seen = [], {}
+        self._rank_slice(queues)
+
+    def _rank_slice(self, queues) -> None:
+        """One slice of the pass; at its end, the best candidates are sampled."""
+        self._cursor, found = queues.scan(self._cursor, SELECTION_SLICE, None, False)
+        before, seen, candidates = self._activity, self._seen, self._candidates
+        for q in found:
+            name = q.name
+            activity = seen[name] = q.jobs_in + q.jobs_out
+            entry = (activity - before.get(name, 0), len(q.jobs), name)
+            if len(candidates) < self.max_queues:
+                heapq.heappush(candidates, entry)
+            elif entry > candidates[0]:
+                heapq.heapreplace(candidates, entry)
+        if self._cursor == 0:
+            self.tracked = [name for _, _, name in candidates]
+            self._activity = seen
+            self._selecting = False
             self._since_choice = 0
-            return
-        if self.tracked and self._since_choice < RESELECT_SAMPLES:
-            self._since_choice += 1
-            return
-        before = self._activity
-        activity = {q.name: q.jobs_in + q.jobs_out for q in queues.values()}
-        busiest = heapq.nlargest(
-            self.max_queues, queues.values(),
-            key=lambda q: (activity[q.name] - before.get(q.name, 0), len(q.jobs)))
-        self.tracked = [q.name for q in busiest]
-        self._activity = activity
-        self._since_choice = 1
 
     async def run(self) -> None:
         """Sample every SAMPLE_INTERVAL_S until cancelled (the app's cleanup)."""

@@ -15,7 +15,7 @@ from markupsafe import Markup, escape
 SPARK_WIDTH, SPARK_HEIGHT = 120, 22
 CHART_WIDTH, CHART_HEIGHT = 560, 110
 CHART_MARGIN_TOP, CHART_MARGIN_BOTTOM = 16, 16
-SPARK_POINTS, CHART_POINTS = 60, 280
+SPARK_POINTS, CHART_POINTS = 30, 280
 LINE_COLOUR = "#2a6fdb"
 FILL_COLOUR = "#2a6fdb22"
 
@@ -25,7 +25,7 @@ def sparkline(values: list[float], title: str = "") -> Markup:
     points = downsample(values, SPARK_POINTS)
     latest = points[-1] if points else 0
     tooltip = f"{title}: now {human(latest)}, max {human(max(points, default=0))}"
-    body = _line(points, SPARK_WIDTH, SPARK_HEIGHT, 1, SPARK_HEIGHT - 1)
+    body = _line(points, SPARK_WIDTH, 1, SPARK_HEIGHT - 1, fill=False)
     return Markup(
         f'<svg class="spark" width="{SPARK_WIDTH}" height="{SPARK_HEIGHT}" '
         f'viewBox="0 0 {SPARK_WIDTH} {SPARK_HEIGHT}" role="img" '
@@ -37,8 +37,7 @@ def chart(values: list[float], title: str, span_seconds: float, unit: str = "") 
     points = downsample(values, CHART_POINTS)
     top = max(points, default=0)
     latest = points[-1] if points else 0
-    body = _line(points, CHART_WIDTH, CHART_HEIGHT, CHART_MARGIN_TOP,
-                 CHART_HEIGHT - CHART_MARGIN_BOTTOM)
+    body = _line(points, CHART_WIDTH, CHART_MARGIN_TOP, CHART_HEIGHT - CHART_MARGIN_BOTTOM)
     baseline = CHART_HEIGHT - CHART_MARGIN_BOTTOM
     label = escape(f"{title}: now {human(latest)}{unit}, max {human(top)}{unit}")
     return Markup(
@@ -68,17 +67,19 @@ def downsample(values: list[float], max_points: int) -> list[float]:
     return out
 
 
-def _line(points: list[float], width: int, height: int, top: float, bottom: float) -> str:
-    """A polyline and the area under it, scaled between y=top and y=bottom."""
+def _line(points: list[float], width: int, top: float, bottom: float,
+          fill: bool = True) -> str:
+    """A polyline (and the area under it), scaled between y=top and y=bottom."""
     if len(points) < 2:
         return f'<line x1="0" y1="{bottom}" x2="{width}" y2="{bottom}" stroke="#ddd"/>'
     highest = max(points) or 1
     step = width / (len(points) - 1)
     coords = " ".join(f"{i * step:.1f},{bottom - (bottom - top) * value / highest:.1f}"
                       for i, value in enumerate(points))
-    return (f'<polygon points="0,{bottom} {coords} {width},{bottom}" fill="{FILL_COLOUR}"/>'
-            f'<polyline points="{coords}" fill="none" stroke="{LINE_COLOUR}" '
-            f'stroke-width="1.5"/>')
+    area = f'<polygon points="0,{bottom} {coords} {width},{bottom}" fill="{FILL_COLOUR}"/>'
+    return (area if fill else "") + \
+        f'<polyline points="{coords}" fill="none" stroke="{LINE_COLOUR}" stroke-width="1.5"/>'
+
 
 
 def human(value: float) -> str:
