@@ -16,7 +16,9 @@ PORT   ?= 7711
 APT_PACKAGES := redis-tools netcat-openbsd openssl iproute2
 JAVA_PACKAGE := openjdk-17-jre-headless
 NODE_PACKAGES := nodejs npm
+BROWSER_PACKAGES := chromium chromium-driver
 NODE_CLIENTS := tests/clients/node
+PROMTOOL := $(BIN)/promtool
 SUDO   := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 
 CHAOS_SECONDS ?= 600
@@ -68,8 +70,9 @@ redis-cli-deps:
 # (the TLS tests make their certificates) and ip (iproute2: the protected-mode
 # tests make a network namespace); Java
 # for the Spark tests (pyspark starts a JVM); node and npm for the Node.js
-# client libraries.
-system-deps: redis-cli-deps
+# client libraries; Debian's chromium and its chromedriver for the
+# dashboard's browser tests (selenium drives them; no browser is downloaded).
+system-deps: redis-cli-deps $(PROMTOOL)
 	@if ! command -v redis-cli >/dev/null || ! command -v nc >/dev/null || \
 		! command -v openssl >/dev/null || ! command -v ip >/dev/null; then \
 		$(SUDO) apt-get update -qq && \
@@ -83,6 +86,22 @@ system-deps: redis-cli-deps
 		$(SUDO) apt-get update -qq && \
 		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $(NODE_PACKAGES); \
 	fi
+	@if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then \
+		$(SUDO) apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $(BROWSER_PACKAGES); \
+	fi
+
+# promtool, which checks /metrics in the suite, is taken out of Debian's
+# prometheus package (apt-get download, no root needed once the package lists
+# are there) rather than installed with it: the package's postinst starts a
+# Prometheus server (invoke-rc.d) and it brings a dozen web libraries, where
+# promtool is one binary. It lands in the venv, beside the test runner.
+$(PROMTOOL): | $(BIN)/python
+	@tmp=$$(mktemp -d) && cd $$tmp && \
+		{ apt-get download prometheus >/dev/null 2>&1 || \
+		  { $(SUDO) apt-get update -qq && apt-get download prometheus >/dev/null 2>&1; }; } && \
+		dpkg-deb --fsys-tarfile prometheus_*.deb | tar -x ./usr/bin/promtool && \
+		mv usr/bin/promtool $(CURDIR)/$(PROMTOOL); status=$$?; rm -rf $$tmp; exit $$status
 
 # The Node.js Disque clients the tests drive, exactly as package-lock.json
 # pins them, into $(NODE_CLIENTS)/node_modules (again only when the lock changed).

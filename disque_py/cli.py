@@ -9,8 +9,10 @@
   python -m disque_py ...
       The same as disque-server.
   disque-py server [--port N] [--bind ADDR] [--dir DIR] [--config FILE]
+                   [--http-port N] [--http-bind ADDR]
       The same server, with click options that also read DISQUE_PORT,
-      DISQUE_BIND, DISQUE_DIR and DISQUE_CONFIG from the environment.
+      DISQUE_BIND, DISQUE_DIR, DISQUE_CONFIG, DISQUE_HTTP_PORT and
+      DISQUE_HTTP_BIND from the environment.
   disque-py chaos [--nodes N] [--duration S] [--seed N] [--json [FILE]] ...
       The real-process fault checker (disque_py/chaos/); exit status 1 when
       an acknowledged job was lost or a server crashed. --json without FILE
@@ -198,7 +200,11 @@ def main() -> None:
 @click.option("--bind", envvar="DISQUE_BIND", help="Address(es) to listen on, space separated.")
 @click.option("--dir", "directory", envvar="DISQUE_DIR", type=click.Path(file_okay=False),
               help="Working directory: nodes.conf, the AOF and relative paths live here.")
-def server(config_file, port, bind, directory) -> None:
+@click.option("--http-port", envvar="DISQUE_HTTP_PORT", type=click.IntRange(0, 65535),
+              help="HTTP port for /metrics, /healthz, /readyz and the dashboard (0: none).")
+@click.option("--http-bind", envvar="DISQUE_HTTP_BIND",
+              help="Address(es) the HTTP port listens on, space separated (default: --bind's).")
+def server(config_file, port, bind, directory, http_port, http_bind) -> None:
     """Run a node in the foreground."""
     args: list[str] = []
     if directory is not None:
@@ -208,6 +214,10 @@ def server(config_file, port, bind, directory) -> None:
         args += ["--port", str(port)]
     if bind is not None:
         args += ["--bind", *bind.split()]
+    if http_port is not None:
+        args += ["--http-port", str(http_port)]
+    if http_bind is not None:
+        args += ["--http-bind", *http_bind.split()]
     sys.exit(start(config_file, args))
 
 

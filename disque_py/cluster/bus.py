@@ -21,6 +21,11 @@ What a link may do before anyone vouches for it is bounded:
     capped in number and in age: a stranger cannot make a node buffer a
     600 MB half frame, nor hold many links open.
 
+Traffic is counted per peer (frames and bytes of bus messages, each way;
+handshake frames not counted): a link we opened counts for its node, one
+a peer opened for the sender of its messages. /metrics reads the counters
+of the nodes still known (traffic_of); those of forgotten nodes go then.
+
 Writes are coalesced: frames sent to one link within one event-loop turn
 go out in a single write. The cluster service, which already batches the
 job messages of a turn, hands its frames over with send_now: they are
@@ -44,6 +49,8 @@ MAX_UNTRUSTED_INBOUND = 32            # inbound links not yet vouched for, at on
 UNTRUSTED_MAX_AGE_S = 5.0             # ... and how long one may stay so
 HEARTBEATS = (msg.PING, msg.PONG, msg.MEET)
 STAT_NAMES = ("auth_failures", "frames_refused", "links_refused", "frames_too_large")
+# A peer's traffic counters: [frames received, bytes received, frames sent, bytes sent].
+RECEIVED, SENT = 0, 2
 
 
 class BusLink(asyncio.Protocol):
@@ -62,6 +69,7 @@ class BusLink(asyncio.Protocol):
         self.generation = 0
         self.opened = self.last_data = time.monotonic()
         self.peer_id: bytes | None = None    # the node an authenticated inbound link speaks for
+        self.sender: bytes | None = None     # the node whose messages came last (traffic)
         self.trusted = False         # authenticated, or (no secret) past its first heartbeat
         self.ready: asyncio.Future | None = None   # our link: set once usable
         self._connector: auth.Connector | None = None
@@ -113,7 +121,7 @@ class BusLink(asyncio.Protocol):
                     header, body = msg.decode(payload)
                     del payload
                     del buffer[:end]
-                    self._on_message(header, body)
+                    self._on_message(header, body, end)
                 self._needed = 0
         except msg.BadFrame as error:
             log.warning("Closing cluster bus link with %s: bad frame: %s", self.peer_ip, error)
@@ -163,7 +171,7 @@ class BusLink(asyncio.Protocol):
         else:
             raise auth.AuthFailed("unexpected handshake frame")
 
-    def _on_message(self, header: msg.Header, body) -> None:
+    def _on_message(self, header: msg.Header, body, size: int) -> None:
         bus = self.bus
         if self._connector is not None or self._acceptor is not None:
             raise auth.AuthFailed("a bus message before the handshake ended")
@@ -178,7 +186,14 @@ class BusLink(asyncio.Protocol):
                 (self.peer_id is not None and header.sender != self.peer_id):
             bus.count("frames_refused")     # forged: not who authenticated
             return
+        self.sender = header.sender
+        bus.account(header.sender, RECEIVED, 1, size)
         bus.deliver(self, header, body)
+
+    def _account_sent(self, frames: list[bytes]) -> None:
+        peer = self.node.id if self.node is not None else self.sender
+        if peer is not None:
+            self.bus.account(peer, SENT, len(frames), sum(map(len, frames)))
 
     def _set_ready(self) -> None:
         if self.ready is not None and not self.ready.done():
@@ -190,10 +205,12 @@ class BusLink(asyncio.Protocol):
         if not self._pending:
             self.bus.loop.call_soon(self._flush)
         self._pending.append(frame)
+        self._account_sent([frame])
 
     def send_now(self, frames: list[bytes]) -> None:
         if self.closed:
             return
+        self._account_sent(frames)
         pending = self._pending
         if pending:
             frames = pending + frames
@@ -228,6 +245,7 @@ class ClusterBus:
         self.links: dict = {}          # ClusterNode -> our BusLink to it
         self.inbound: set[BusLink] = set()
         self.stats = dict.fromkeys(STAT_NAMES, 0)
+        self.traffic: dict[bytes, list[int]] = {}    # peer node ID -> its counters
 
     # ------------------------------------------------------------ what it asks
 
@@ -239,6 +257,20 @@ class ClusterBus:
 
     def count(self, stat: str) -> None:
         self.stats[stat] += 1
+
+    def account(self, peer_id: bytes, direction: int, frames: int, size: int) -> None:
+        counters = self.traffic.get(peer_id)
+        if counters is None:
+            counters = self.traffic[peer_id] = [0, 0, 0, 0]
+        counters[direction] += frames
+        counters[direction + 1] += size
+
+    def traffic_of(self, known_ids) -> dict[bytes, list[int]]:
+        """The counters of the known nodes; those of any other node are dropped."""
+        traffic = self.traffic
+        for peer_id in [peer_id for peer_id in traffic if peer_id not in known_ids]:
+            del traffic[peer_id]
+        return traffic
 
     def untrusted_inbound(self) -> int:
         return sum(1 for link in self.inbound if not link.trusted)

@@ -9,18 +9,20 @@ means at least N. Flags are Disque's letters, shown by COMMAND:
     F  fast: O(1) or O(log N)
 
 Unknown commands, wrong arity, missing AUTH, a full memory (for "m"
-commands) and a failing AOF (for "w" commands and PING, -MISCONF) are
-answered here, once, before any handler runs. A handler gets (server,
-session, argv), returns a reply value (see resp.py), a Park to answer
-later, or raises a DisqueError. It never touches a socket.
+commands), a failing AOF (for "w" commands and PING, -MISCONF) and an AOF
+still loading (for commands without "l", -LOADING; the loader's own
+session excepted) are answered here, once, before any handler runs. A
+handler gets (server, session, argv), returns a reply value (see resp.py),
+a Park to answer later, or raises a DisqueError. It never touches a socket.
 """
 
 from __future__ import annotations
 
 from typing import Callable
 
-from disque_py.errors import (NOAUTH_MESSAGE, OOM_MESSAGE, CommandError, DisqueError,
-                              MisconfError, NoAuthError, OutOfMemoryError)
+from disque_py.errors import (LOADING_MESSAGE, NOAUTH_MESSAGE, OOM_MESSAGE, CommandError,
+                              DisqueError, LoadingError, MisconfError, NoAuthError,
+                              OutOfMemoryError)
 from disque_py.commands import acks, admin, cluster, deadletter, diagnostics, jobs, queues, waits
 from disque_py.engine import CommandCore, HOT_COMMANDS
 
@@ -33,7 +35,7 @@ class Command(CommandCore):
     """A table entry. Its arity, hot-command number, disk flag and INFO
     commandstats (calls, seconds) are C fields: the fast path reads them."""
 
-    __slots__ = ("name", "handler", "flags", "denyoom", "monitored", "fast")
+    __slots__ = ("name", "handler", "flags", "denyoom", "monitored", "fast", "while_loading")
 
     def __init__(self, name: bytes, handler: Callable, arity: int, flags: str) -> None:
         self.name = name
@@ -43,6 +45,7 @@ class Command(CommandCore):
         self.denyoom = "m" in flags
         self.monitored = "M" not in flags
         self.fast = "F" in flags
+        self.while_loading = "l" in flags
         # Refused with -MISCONF while the AOF is failing, as in Disque: every
         # write command, and PING, so that health checks see the broken disk.
         self.needs_disk = "w" in flags or handler is admin.ping
@@ -198,6 +201,8 @@ class CommandTable:
             refused = _disk_refusal(server)
             if refused is not None:
                 return _refused(session, argv, refused)
+        if server.loading and not command.while_loading and not session.aof_loader:
+            return _refused(session, argv, LoadingError(LOADING_MESSAGE))
         session.last_command = command
         if server.monitors and command.monitored:
             server.feed_monitors(session, argv)

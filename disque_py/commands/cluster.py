@@ -31,12 +31,16 @@ def _meet(server, argv):
     return OK
 
 
+def link_state(node) -> str:
+    """CLUSTER NODES's link field: our link to the node is up (to ourselves, always)."""
+    return "connected" if node.linked or node.flags & MYSELF else "disconnected"
+
+
 def _nodes(server, argv):
     lines = []
     for node in server.cluster.membership.nodes.values():
-        link = "connected" if node.linked or node.flags & MYSELF else "disconnected"
         lines.append(f"{node.id.decode()} {node.ip}:{node.port} {node.flag_names} "
-                     f"{node.ping_sent} {node.pong_received} {link}\n")
+                     f"{node.ping_sent} {node.pong_received} {link_state(node)}\n")
     return Verbatim("".join(lines).encode())
 
 

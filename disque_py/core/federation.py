@@ -121,7 +121,7 @@ class FederationMixin:
         howmany = count if queued >= 2 * count else max(queued // 2, 1)
         now_s = self.clock.now_ms() // 1000
         for _ in range(howmany):
-            job = self.fetch(q)
+            job = self.fetch(q, False)      # moved, not delivered
             if job is None:
                 break
             if job.retry and job.delivered and receiver not in job.delivered:

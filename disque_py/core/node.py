@@ -164,6 +164,7 @@ class Node(NodeCore, MemoryPolicyMixin, ConsumerMixin, PatternConsumerMixin, Ack
     def process_job(self, job: Job, now: int) -> None:
         """A job's awake time came: expire, announce, re-queue or collect it."""
         if job.etime * 1000 <= now:
+            self.stats_expired += 1
             self.unregister(job, GONE_EXPIRED)
             return
         state = job.state

@@ -204,6 +204,7 @@ cdef class JobTable:
     cdef Partition* _parts
     cdef Py_ssize_t _len
     cdef Py_ssize_t _released      # partitions freed so far by release_some()
+    cdef readonly Py_ssize_t acked # jobs in the acked state (NodeCore.acknowledge counts too)
 
     cdef Job find(self, const char* job_id)
     cdef bint insert(self, Job job) except -1
@@ -312,11 +313,18 @@ cdef class NodeCore:
     cdef public int blocked_clients
     cdef public int64_t stats_jobs_created
     cdef public int64_t stats_dead_lettered
+    # Job events, read by /metrics at scrape time (one C increment each):
+    cdef public int64_t stats_delivered    # jobs taken from a queue here for a consumer
+    cdef public int64_t stats_acked        # jobs ACKJOB or FASTACK acknowledged here
+    cdef public int64_t stats_nacked       # NACKs applied here (queued again now or later)
+    cdef public int64_t stats_requeued     # jobs queued again here, not by a NACK (RETRY)
+    cdef public int64_t stats_expired      # jobs whose TTL ended here
     cdef public int64_t _last_ctime
     cdef bint _real_clock
     cdef uint64_t _rng_state
     cdef public dict node_ids              # every known node ID -> the one shared object
     cdef public double repl_rtt_ms         # recent REPLJOB -> GOTJOB round trip
+    cdef public dict repl_rtt_by_peer      # ... the same, of each peer's GOTJOBs (/metrics)
     cdef bytes _holders_seen               # copies.pxi's last holder list, as wire bytes ...
     cdef object _holders_seen_in           # ... resolved against this node_ids ...
     cdef tuple _holders_known              # ... to these IDs
@@ -337,7 +345,7 @@ cdef class NodeCore:
     cpdef int64_t retry_time(self, Job job, int64_t now_ms)
     cpdef bint enqueue(self, Job job, bint nack=*, int64_t now=*, Queue q=*) except -1
     cpdef bint dequeue(self, Job job) except -1
-    cpdef Job fetch(self, Queue q)
+    cpdef Job fetch(self, Queue q, bint delivery=*)
     cpdef set_paused(self, Queue q, int flags)
     cdef Job create_job(self, bytes queue, Queue q, const char* body, Py_ssize_t body_len,
                         int64_t repl, int64_t delay, int64_t retry, int64_t ttl,

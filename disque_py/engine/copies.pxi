@@ -194,7 +194,11 @@ cdef int copies_on_gotjob(NodeCore node, bytes sender, bytes job_id) except -1:
             extra.confirmed.add(sender)
             node.promise_progress(job, extra)
         return 0
-    node.repl_rtt_ms += (node.now_ms() - extra.repl_added_at - node.repl_rtt_ms) / RTT_SMOOTHING
+    cdef double rtt = node.now_ms() - extra.repl_added_at
+    node.repl_rtt_ms += (rtt - node.repl_rtt_ms) / RTT_SMOOTHING
+    peer_rtt = node.repl_rtt_by_peer.get(sender)
+    node.repl_rtt_by_peer[sender] = rtt if peer_rtt is None else \
+        peer_rtt + (rtt - <double>peer_rtt) / RTT_SMOOTHING
     confirmed = extra.confirmed
     confirmed.add(sender)
     if len(confirmed) >= (<Job>job).repl:

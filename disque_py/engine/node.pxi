@@ -83,6 +83,7 @@ cdef class NodeCore:
         self.replicating = {}
         self.waiting_queues = {}
         self.options_readers = {}
+        self.repl_rtt_by_peer = {}
         self.dedup = DedupTable()
         self.job_waits = {}
         self.queue_waits = {}
@@ -270,8 +271,10 @@ cdef class NodeCore:
                     mflags |= MSG_DEAD
             if nack:
                 job.nacks += 1
+                self.stats_nacked += 1
             else:
                 job.deliveries += 1
+                self.stats_requeued += 1
             if job.delivered_ != <PyObject*>self._only_me:
                 self.announce_queued(job, mflags, 0)
         at = <int64_t>job.etime * 1000 + 1000
@@ -304,11 +307,14 @@ cdef class NodeCore:
         job.state = ACTIVE
         return True
 
-    cpdef Job fetch(self, Queue q):
-        """Take the oldest job out of a queue, for delivery to a consumer."""
+    cpdef Job fetch(self, Queue q, bint delivery=True):
+        """Take the oldest job out of a queue, for delivery to a consumer
+        (or, not a delivery, to move it to another node)."""
         job = q.jobs.pop_first()
         if job is None:
             return None
+        if delivery:
+            self.stats_delivered += 1
         job.state = ACTIVE
         job.flags |= FLAG_DELIVERED
         q.atime = self.now_ms() // 1000
@@ -463,6 +469,7 @@ cdef class NodeCore:
         if job.qtime == 0 or (job.retry == 0 and job.flags & FLAG_DELIVERED):
             return 0
         job.nacks += 1
+        self.stats_nacked += 1
         job.flags |= FLAG_COUNTED | FLAG_BCAST_WILLQUEUE
         job.qtime = self.now_ms() + delay_ms
         self.update_awake(job)
@@ -742,11 +749,13 @@ cdef class NodeCore:
             # The only copy is ours: acked and collected at once, as the
             # longer way below would (it is not scheduled for a GC first).
             newly = job.state != ACKED
+            self.stats_acked += newly
             self.unregister(job, GONE_ACKED)
             return newly
         if job.state != ACKED:
             self.acknowledge(job)
             newly = 1
+            self.stats_acked += 1
         if job.state != ACKED:
             return newly
         if job.delivered_ == <PyObject*>self._only_me:
@@ -762,6 +771,7 @@ cdef class NodeCore:
             return
         self.dequeue(job)
         job.state = ACKED
+        self.jobs.acked += 1           # acknowledge() is only ever given a job of the table
         if self.job_waits or self.queue_waits:
             self.on_job_done(job, GONE_ACKED)
         if self.aof_enabled:
@@ -794,6 +804,7 @@ cdef class NodeCore:
             return 0
         if job.delivered_ != <PyObject*>self._only_me:
             self.send_to(job.delivered, DELJOB, (job.id, 0))
+        self.stats_acked += 1
         self.unregister(job, GONE_ACKED)
         return 1
 

@@ -14,7 +14,9 @@
 #     whatever is added or removed in between;
 #   * a resize only ever rehashes one partition, so a table of millions of
 #     jobs grows without a pause.
-# The table holds one reference to each job it contains.
+# The table holds one reference to each job it contains. It counts the
+# jobs in the acked state it holds (acked: inserted or removed as such, or
+# acknowledged while here), which /metrics reads instead of walking it.
 
 cdef extern from "Python.h":
     Py_hash_t _Py_HashBytes(const void* src, Py_ssize_t size)
@@ -87,6 +89,8 @@ cdef class JobTable:
         slot[0] = <PyObject*>job
         part.count += 1
         self._len += 1
+        if job.state == ACKED:
+            self.acked += 1
         if part.count > (part.mask + 1) * TABLE_MAX_LOAD:
             self._resize(part, (part.mask + 1) * 2)
         return True
@@ -107,6 +111,8 @@ cdef class JobTable:
         job.table_next = NULL
         part.count -= 1
         self._len -= 1
+        if job.state == ACKED:
+            self.acked -= 1
         if part.mask + 1 > TABLE_MIN_BUCKETS and part.count * 8 < part.mask + 1:
             self._resize(part, (part.mask + 1) // 2)
         Py_DECREF(job)        # last: the table's reference may be the last one

@@ -59,6 +59,7 @@ from concurrent.futures import ThreadPoolExecutor
 from disque_py import log
 from disque_py.disk_faults import DiskFaults
 from disque_py.monitoring import latency as latency_events
+from disque_py.monitoring.histogram import DurationHistogram
 from disque_py.monitoring.latency import LatencyMonitor
 from disque_py.persistence import aof_format
 
@@ -107,6 +108,7 @@ class AofWriter:
         self.loop = loop
         self.ops = ops or FileOps()
         self.latency = latency or LatencyMonitor(0)     # times writes and fsyncs
+        self.fsync_durations = DurationHistogram()      # every fsync that worked (/metrics)
         self.state = OFF
         self.fd = -1
         self.offset = 0               # end of the last whole record
@@ -350,8 +352,14 @@ class AofWriter:
         # With appendfsync always replies wait for this fsync: Disque's
         # aof-fsync-always event (its fsync blocks the loop; ours, the replies).
         began = self.latency.begin() if self.policy == "always" else None
-        future = self.loop.run_in_executor(self._background, self.ops.fsync, fd)
+        future = self.loop.run_in_executor(self._background, self._timed_fsync, fd)
         future.add_done_callback(lambda done: self._fsync_done(done, fd, target, began))
+
+    def _timed_fsync(self, fd: int) -> float:
+        """In the background thread: fsync, and how long it took (seconds)."""
+        started = time.perf_counter()
+        self.ops.fsync(fd)
+        return time.perf_counter() - started
 
     def _fsync_done(self, done, fd: int, target: int, began: int | None = None) -> None:
         self._fsync_running = False
@@ -359,6 +367,8 @@ class AofWriter:
             self.latency.observe(latency_events.AOF_FSYNC_ALWAYS,
                                  self.latency.elapsed_ms(began))
         error = done.exception()
+        if error is None:
+            self.fsync_durations.observe(done.result())
         # An fsync of a file since replaced by a rewrite (fsynced whole) or
         # closed is moot: the replies waiting for it were answered then.
         if fd == self.fd:
@@ -430,4 +440,6 @@ class AofWriter:
                 ("aof_delayed_fsync", self.delayed_fsync),
                 ("aof_accepting_writes", int(self.accepting)),
             ]
+        if rewrite is not None:
+            fields += rewrite.progress_fields()
         return fields

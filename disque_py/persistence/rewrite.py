@@ -14,6 +14,9 @@ file or the new one. With the AOF on, the writer appends to the new file
 from then on; with it off (BGREWRITEAOF, SHUTDOWN REWRITE-AOF) the file is
 only written.
 
+While it runs, INFO persistence shows how far it got (progress_fields):
+the jobs walked and written, and the share of the table walked.
+
 A rewrite that fails removes its temporary file; one whose process died
 leaves it behind, and the next start removes it (remove_leftovers).
 """
@@ -43,6 +46,9 @@ class Rewrite:
         self.buffer: list[bytes] = []
         self._jobs = jobs                      # the jobs table (a FLUSHALL swaps it: this one stays)
         self._next_partition = 0
+        self.jobs_total = len(jobs)            # progress (INFO): jobs at the start,
+        self.jobs_processed = 0                # ... walked so far (acked ones are skipped),
+        self.jobs_written = 0                  # ... and written as LOADJOB records
         self._dedup_keys = dedup_keys          # (queue, key, job ID, until ms), a snapshot
         try:
             self._write(aof_format.HEADER)
@@ -60,10 +66,13 @@ class Rewrite:
         jobs = self._jobs
         partitions = jobs.partition_count
         while self._next_partition < partitions and len(records) < REWRITE_SLICE_JOBS:
-            for job in jobs.partition(self._next_partition):
+            walked = jobs.partition(self._next_partition)
+            self.jobs_processed += len(walked)
+            for job in walked:
                 if job.state == ACTIVE or job.state == QUEUED:
                     records.append(aof_format.load_job_record(serialize_job(job)))
             self._next_partition += 1
+        self.jobs_written += len(records)
         keys = self._dedup_keys
         if self._next_partition >= partitions and keys and len(records) < REWRITE_SLICE_JOBS:
             taken = keys[-REWRITE_SLICE_JOBS:]
@@ -72,6 +81,17 @@ class Rewrite:
         if records:
             self._write(b"".join(records))
         return self._next_partition >= partitions and not keys
+
+    def progress_fields(self) -> list[tuple[str, object]]:
+        """INFO persistence while it runs (beyond Disque; Redis 7 shows the
+        like as current_save_keys_*): the share of the jobs table walked."""
+        walked = self._next_partition * 100 / self._jobs.partition_count
+        return [
+            ("aof_rewrite_jobs_total", self.jobs_total),
+            ("aof_rewrite_jobs_processed", self.jobs_processed),
+            ("aof_rewrite_jobs_written", self.jobs_written),
+            ("aof_rewrite_perc", f"{walked:.2f}"),
+        ]
 
     def finish(self) -> None:
         """Append what arrived meanwhile, make it durable, switch files.

@@ -1,14 +1,22 @@
 """Persistence, running: load the AOF at start, keep it, rewrite it.
 
-At start-up (before the server listens) the AOF is replayed through the
-command table with a loader session, the only one allowed to send LOADJOB;
-DELJOB is the ordinary command. A torn last record is dropped (and cut off
-the file) when aof-load-truncated is yes; any other damage stops the start
-with its byte offset. With aof-enqueue-jobs-once the file is loaded even
-when the AOF is off, queued jobs come back queued, and the option turns
-itself off in the config file. An AOF written by Disque 1.0 loads too
-(its upgrade path: a controlled restart into new software) and, with the
-AOF on, is rewritten in this server's format before anything is appended.
+At start-up the AOF is replayed through the command table with a loader
+session, the only one allowed to send LOADJOB; DELJOB is the ordinary
+command. The node already listens meanwhile, as Disque does: between
+begin_loading() and end_loading() (load_and_open runs there) clients get
+-LOADING for every command but the few flagged for it (INFO among them);
+the replay gives the loop a turn every LOAD_SLICE_RECORDS records
+(Disque's rule) so that they are answered; INFO persistence shows the
+load's progress (Disque's loading_* fields, and the jobs loaded); the log
+tells it every REPORT_INTERVAL_S seconds; a shutdown asked meanwhile ends
+the load where it is (LoadStopped), the file left as it was. A torn last
+record is dropped (and cut off the file) when aof-load-truncated is yes;
+any other damage stops the start with its byte offset. With
+aof-enqueue-jobs-once the file is loaded even when the AOF is off, queued
+jobs come back queued, and the option turns itself off in the config file.
+An AOF written by Disque 1.0 loads too (its upgrade path: a controlled
+restart into new software) and, with the AOF on, is rewritten in this
+server's format before anything is appended.
 
 While running it carries the core's AofLoadJob/AofDelJob effects to the
 writer, holds back replies until their records are fsynced (appendfsync
@@ -24,6 +32,7 @@ with the AOF off writes a consistent file yet leaves the AOF off.
 
 from __future__ import annotations
 
+import asyncio
 import mmap
 import os
 import shutil
@@ -35,39 +44,61 @@ from disque_py.core.job import deserialize_job
 from disque_py.errors import CommandError
 from disque_py.persistence import aof_format
 from disque_py.persistence.aof import OFF, ON, WAIT_REWRITE, AofWriter
+from disque_py.persistence.progress import ProgressMeter
 from disque_py.persistence.rewrite import Rewrite, remove_leftovers
+from disque_py.server.state import AOF_OFF_INFO
 
 LOADJOB_ONLY_FROM_AOF = "LOADJOB is a special command only processed from AOF"
 DISQUE_BACKUP_SUFFIX = ".disque-1.0"   # where a converted Disque AOF is kept
 _DEDUP_RECORDS = (aof_format.DEDUP, aof_format.UNDEDUP)
+LOAD_SLICE_RECORDS = 1000      # records replayed between two turns of the loop, as Disque
 
 
 class StartupError(Exception):
     """The AOF cannot be loaded: the server must not start."""
 
 
+class LoadStopped(Exception):
+    """A shutdown was asked while the AOF loaded: the start goes no further."""
+
+
 class PersistenceService:
-    def __init__(self, runtime, node, config, server) -> None:
+    def __init__(self, runtime, node, config, server, clock=time.monotonic) -> None:
         self.runtime = runtime
         self.node = node
         self.config = config
         self.server = server
+        self.clock = clock               # times the load's progress (tests fake it)
         self.writer: AofWriter | None = None
         self.loaded_from_aof = False     # the jobs of an AOF were loaded at start
+        self.load_progress: ProgressMeter | None = None    # from begin_loading to end_loading
+        self._load_started_at = 0        # unix time: INFO loading_start_time
         self.path = os.path.abspath(config["appendfilename"])
         config.on_change("appendonly", self._set_appendonly)
         config.on_change("appendfsync", self._set_policy)
 
     # ------------------------------------------------------------ start-up
 
-    def load_and_open(self, loop) -> None:
-        """Replay the AOF if there is one to load, then start appending."""
+    def begin_loading(self) -> None:
+        """The node loads from here until end_loading(): clients get -LOADING
+        (but for the commands flagged for it) and INFO shows the progress."""
+        self._load_started_at = int(time.time())
+        self.load_progress = ProgressMeter(0, self.clock)
+        self.server.set_loading(True)
+
+    def end_loading(self) -> None:
+        self.server.set_loading(False)
+        self.load_progress = None
+
+    async def load_and_open(self, loop) -> None:
+        """Replay the AOF if there is one to load, then start appending.
+        Raises LoadStopped if a shutdown came first (nothing is appended)."""
         config = self.config
         remove_leftovers(self.path)
         enqueue_once = config["aof-enqueue-jobs-once"]
         data_end, from_disque = 0, False
         if (config["appendonly"] or enqueue_once) and os.path.exists(self.path):
-            data_end, from_disque = self._load(enqueue_once)
+            data_end, from_disque = await self._load(enqueue_once)
             self.loaded_from_aof = True
             if enqueue_once:
                 self._turn_off_enqueue_once()
@@ -79,20 +110,21 @@ class PersistenceService:
             self.writer.open(data_end)
         self._follow_writer()
 
-    def _load(self, enqueue: bool) -> tuple[int, bool]:
+    async def _load(self, enqueue: bool) -> tuple[int, bool]:
         """Replay the file; returns where its last whole record ends and
         whether Disque wrote it."""
+        started = self.clock()
         with open(self.path, "r+b") as handle:
             if os.fstat(handle.fileno()).st_size == 0:
                 return 0, False
             with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as data:
                 from_disque = aof_format.written_by_disque(data)
-                end, loaded = self._replay(data, enqueue)
-                damaged = end < aof_format.data_end(data)
-            if damaged:
+                written = aof_format.data_end(data)
+                end, loaded = await self._replay(data, written, enqueue)
+            if end < written:
                 handle.truncate(end)
-        log.notice("DB loaded from append only file: %d jobs%s", loaded,
-                   " (written by Disque 1.0)" if from_disque else "")
+        log.notice("DB loaded from append only file: %d jobs%s in %.3f seconds", loaded,
+                   " (written by Disque 1.0)" if from_disque else "", self.clock() - started)
         return end, from_disque
 
     def _convert_disque_file(self) -> int:
@@ -115,14 +147,21 @@ class PersistenceService:
                    "the original is kept as %s", backup)
         return os.path.getsize(self.path)
 
-    def _replay(self, data, enqueue: bool) -> tuple[int, int]:
+    async def _replay(self, data, size: int, enqueue: bool) -> tuple[int, int]:
+        """Replay the `size` bytes of records in `data`: (where the last
+        whole record ends, jobs loaded)."""
         session = self.server.new_session("aof-loader")
         session.aof_loader = True
         session.enqueue_loaded = enqueue
+        progress = self.load_progress
+        progress.total = size
         end, loaded = 0, 0
         dispatch = self.server.commands.dispatch
         try:
-            for record in aof_format.records(data):
+            for count, record in enumerate(aof_format.records(data), 1):
+                if not count % LOAD_SLICE_RECORDS:
+                    progress.update(end, loaded)
+                    await self._between_slices(progress)
                 end = record.end
                 if record.argv[0] == aof_format.HEADER_COMMAND:
                     continue
@@ -139,7 +178,17 @@ class PersistenceService:
             end = damage.offset
         finally:
             self.server.drop_session(session)
+        progress.update(end, loaded)
         return end, loaded
+
+    async def _between_slices(self, progress: ProgressMeter) -> None:
+        """Log the progress when a report is due, let the loop answer
+        clients, and stop here if a shutdown was asked meanwhile."""
+        if progress.report_due():
+            log.notice("Loading the AOF: %s", progress.describe("jobs"))
+        await asyncio.sleep(0)
+        if self.runtime.stopping:
+            raise LoadStopped()
 
     def _load_dedup(self, record: aof_format.AofRecord) -> None:
         """DEDUP queue key job-id until-ms, UNDEDUP queue key job-id."""
@@ -340,7 +389,21 @@ class PersistenceService:
             writer.close()
 
     def info(self) -> list[tuple[str, object]]:
-        return self.writer.info()
+        progress = self.load_progress
+        if progress is None:
+            return self.writer.info()
+        # As Disque's while it loads: the AOF is off until loaded, then the load's figures.
+        return [("loading", 1), *AOF_OFF_INFO[1:], *self._loading_fields(progress)]
+
+    def _loading_fields(self, progress: ProgressMeter) -> list[tuple[str, object]]:
+        return [
+            ("loading_start_time", self._load_started_at),
+            ("loading_total_bytes", progress.total),
+            ("loading_loaded_bytes", progress.done),
+            ("loading_loaded_perc", f"{progress.percent:.2f}"),
+            ("loading_eta_seconds", progress.eta_seconds()),
+            ("loading_loaded_jobs", progress.items),         # beyond Disque
+        ]
 
 
 def _keep_copy(path: str, backup: str) -> None:

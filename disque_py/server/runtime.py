@@ -7,6 +7,10 @@ once the AOF has them), runs the job timers, runs the cron at
 clients a command asked to kill, and shuts down cleanly on SHUTDOWN,
 SIGTERM or SIGINT (listeners closed, pidfile removed, exit code 0).
 
+Start-up: the listeners open, then the AOF loads (clients get -LOADING
+meanwhile, INFO shows the load: persistence_service.py), then the cluster
+bus starts and the timers run.
+
 Listeners: `port` (plain; 0 for none, as in Disque), `tls-port` (TLS,
 with the contexts server/tls.py builds from the tls-* directives, read
 again on CONFIG SET of a TLS file) and `unixsocket`, on every `bind`
@@ -45,11 +49,13 @@ from disque_py.errors import CommandError
 from disque_py.server.cluster_service import ClusterService, load_identity
 from disque_py.monitoring.latency import JOBS_PROCESSING
 from disque_py.persistence.aof import ON as AOF_ON
-from disque_py.server.persistence_service import PersistenceService, StartupError
+from disque_py.server.persistence_service import (LoadStopped, PersistenceService,
+                                                  StartupError)
 from disque_py.server import tls
 from disque_py.server.protocol import ClientConnection
 from disque_py.server.tls_connection import TlsClientProtocol
 from disque_py.server.state import ServerState
+from disque_py.web.endpoint import HttpEndpoint
 
 TIMER_MAX_SLEEP_MS = 10
 # Messages telling peers what this node's AOF must already hold: its copy
@@ -67,6 +73,7 @@ class Runtime:
         self.loop: asyncio.AbstractEventLoop | None = None
         self.listeners: list = []
         self._timer = None
+        self._timer_due = 0.0          # loop time the timer was set for
         self._cron = None
         self._cron_runs = 0
         self._stopped: asyncio.Future | None = None
@@ -94,6 +101,7 @@ class Runtime:
         self.cluster = ClusterService(self, self.node, config, records, announce_ip)
         self.server.cluster = self.cluster
         self.persistence = PersistenceService(self, self.node, config, self.server)
+        self.http = HttpEndpoint(self.server, config)
         self.server.persistence = self.persistence
         self.server.persistence_info = self.persistence.info
         self.server.extra_info_sections["cluster"] = (
@@ -127,9 +135,31 @@ class Runtime:
             raise StartupError("Configured to not listen anywhere, exiting.")
         self.cluster.check_port(config["port"] or config["tls-port"])
         self._load_tls()             # before the AOF: a bad TLS file fails at once
-        self.persistence.load_and_open(self.loop)
-        self.cluster.choose_start_epoch(self.persistence.loaded_from_aof)
         self._stopped = self.loop.create_future()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            self.loop.add_signal_handler(sig, self.request_shutdown, "signal")
+        # Clients are served while the AOF loads, as by Disque: INFO shows
+        # the load, most commands get -LOADING (persistence_service.py).
+        self.persistence.begin_loading()
+        try:
+            await self._listen(config)
+            await self.persistence.load_and_open(self.loop)
+        except LoadStopped:
+            log.warning("The AOF load was stopped by the shutdown: the file is as it was")
+            return
+        finally:
+            self.persistence.end_loading()
+        self.cluster.choose_start_epoch(self.persistence.loaded_from_aof)
+        await self.cluster.start(config["bind"] or [None], self.server.port)
+        _tenure_survivors()
+        self._schedule_timer(0)
+        self._cron = self.loop.call_later(1 / config["hz"], self._run_cron)
+        log.notice("Server started, Disque version %s (disque-py)", DISQUE_VERSION)
+        log.notice("The server is now ready to accept connections on port %d", self.server.port)
+        if config["tls-port"]:
+            log.notice("TLS clients are accepted on port %d", config["tls-port"])
+
+    async def _listen(self, config) -> None:
         # `port 0` listens on no TCP port, as in Disque; `tls-port` adds a TLS one.
         for port, context, factory in (
                 (config["port"], None, lambda: ClientConnection(self)),
@@ -143,16 +173,7 @@ class Runtime:
         if config["unixsocket"]:
             await self._listen_unix(config["unixsocket"], config["unixsocketperm"])
         self.server.port = config["port"] or config["tls-port"]
-        await self.cluster.start(config["bind"] or [None], self.server.port)
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            self.loop.add_signal_handler(sig, self.request_shutdown, "signal")
-        _tenure_survivors()
-        self._schedule_timer(0)
-        self._cron = self.loop.call_later(1 / config["hz"], self._run_cron)
-        log.notice("Server started, Disque version %s (disque-py)", DISQUE_VERSION)
-        log.notice("The server is now ready to accept connections on port %d", self.server.port)
-        if config["tls-port"]:
-            log.notice("TLS clients are accepted on port %d", config["tls-port"])
+        await self.http.start()
 
     def _load_tls(self) -> None:
         """Build the TLS contexts the configuration asks for; StartupError
@@ -209,10 +230,12 @@ class Runtime:
             await self.start()
         except StartupError as error:
             log.warning("%s", error)
+            await self.http.stop()
             return 1
-        if on_ready is not None:
+        if on_ready is not None and not self.stopping:
             on_ready()
         await self._stopped
+        await self.http.stop()
         return self.exit_code
 
     # ------------------------------------------------------------- effects
@@ -220,7 +243,8 @@ class Runtime:
     def after_commands(self) -> None:
         """Carry out what the last batch of commands asked for."""
         server = self.server
-        if self.node.effects:
+        # The load's effects wait until the node has started (its cluster with it).
+        if self.node.effects and not server.loading:
             self.apply_effects()
         if server.kills:
             for session in server.kills:
@@ -306,9 +330,12 @@ class Runtime:
     # -------------------------------------------------------------- timers
 
     def _schedule_timer(self, delay_ms: float) -> None:
+        self._timer_due = self.loop.time() + delay_ms / 1000
         self._timer = self.loop.call_later(delay_ms / 1000, self._on_timer)
 
     def _on_timer(self) -> None:
+        # How much later than asked the loop ran us: due jobs wait that long.
+        self.server.timer_lateness.observe(max(self.loop.time() - self._timer_due, 0.0))
         node = self.node
         monitor = self.server.latency
         began = monitor.begin()
@@ -317,6 +344,7 @@ class Runtime:
         if node.effects:
             self.apply_effects()
         if more:
+            self._timer_due = self.loop.time()
             self._timer = self.loop.call_soon(self._on_timer)
             return
         due = node.next_wakeup()
@@ -347,6 +375,10 @@ class Runtime:
                 session.conn.close()
 
     # ------------------------------------------------------------ shutdown
+
+    @property
+    def stopping(self) -> bool:
+        return self._stopped is not None and self._stopped.done()
 
     def request_shutdown(self, reason: str, session=None) -> None:
         """Stop: make the AOF durable (rewriting it for REWRITE-AOF), close

@@ -22,12 +22,25 @@ import time
 from disque_py.commands import CommandTable
 from disque_py.core.node import Node
 from disque_py.engine import ServerCore, SessionCore, StatsCore
+from disque_py.monitoring.histogram import DurationHistogram
 from disque_py.monitoring.latency import (COMMAND, EVICTION_CYCLE, FAST_COMMAND,
                                           LatencyMonitor)
 from disque_py.monitoring.slowlog import SlowLog
 
 NEVER_SLOW = float("inf")
 RATE_SAMPLES = 16
+# INFO persistence of a node whose AOF is off and never ran (Disque's fields).
+AOF_OFF_INFO = (
+    ("loading", 0),
+    ("aof_enabled", 0),
+    ("aof_state", "off"),
+    ("aof_rewrite_in_progress", 0),
+    ("aof_rewrite_scheduled", 0),
+    ("aof_last_rewrite_time_sec", -1),
+    ("aof_current_rewrite_time_sec", -1),
+    ("aof_last_bgrewrite_status", "ok"),
+    ("aof_last_write_status", "ok"),
+)
 
 
 class Stats(StatsCore):
@@ -134,6 +147,7 @@ class ServerState(ServerCore):
         self.peak_memory = 0
         self.commands = CommandTable(config["rename-command"])
         self.set_hot_commands(self.commands.hot_entries())
+        self.loading = False        # the AOF is loading: -LOADING (see set_loading)
         # (mode, session) once SHUTDOWN is asked: "save", "nosave", "rewrite-aof"
         self.shutdown_request: tuple[str, Session] | None = None
         self.extra_info_sections: dict = {}          # later layers add INFO sections
@@ -149,6 +163,7 @@ class ServerState(ServerCore):
         self.feed_monitors = lambda session, argv: None   # the runtime installs the real one
         self.slowlog = SlowLog(config["slowlog-log-slower-than"], config["slowlog-max-len"])
         self.latency = LatencyMonitor(config["latency-monitor-threshold"])
+        self.timer_lateness = DurationHistogram()   # the runtime's job timer (/metrics)
         self.slow_after = NEVER_SLOW     # seconds: commands this long reach command_took
         self._watch_diagnostics(config)
 
@@ -202,6 +217,12 @@ class ServerState(ServerCore):
             self.paused_until = 0.0
         return self.paused_until != 0.0
 
+    def set_loading(self, loading: bool) -> None:
+        """While the AOF loads, commands not flagged for it get -LOADING from
+        the dispatcher; the fast path, which never answers it, owns none."""
+        self.loading = loading
+        self.set_hot_commands([] if loading else self.commands.hot_entries())
+
     def new_session(self, addr: str = "", laddr: str = "", fd: int = -1, conn=None) -> Session:
         session = Session(self.next_client_id, addr, laddr, fd, conn)
         self.next_client_id += 1
@@ -233,14 +254,4 @@ class ServerState(ServerCore):
         return time.time() - self.started
 
     def persistence_info(self) -> list[tuple[str, object]]:
-        return [
-            ("loading", 0),
-            ("aof_enabled", 0),
-            ("aof_state", "off"),
-            ("aof_rewrite_in_progress", 0),
-            ("aof_rewrite_scheduled", 0),
-            ("aof_last_rewrite_time_sec", -1),
-            ("aof_current_rewrite_time_sec", -1),
-            ("aof_last_bgrewrite_status", "ok"),
-            ("aof_last_write_status", "ok"),
-        ]
+        return list(AOF_OFF_INFO)

@@ -29,11 +29,14 @@ DOCKERFILE = REPO / "docker" / "Dockerfile"
 SAMPLE_CONF = REPO / "docker" / "disque.conf"
 PYPROJECT = REPO / "pyproject.toml"
 NODES = {"node1": 7711, "node2": 7712, "node3": 7713}   # service -> port on the host
+HTTP_PORTS = {"node1": 9711, "node2": 9712, "node3": 9713}   # ... and its HTTP port there
 JOIN = "cluster-join"
+MONITORING = {"prometheus", "grafana"}     # their own images; monitoring.py checks them
 DATA_DIR = "/data"
 # The keys this file may use in a service: a typo is a failure, not ignored.
 SERVICE_KEYS = {"image", "build", "entrypoint", "command", "restart", "healthcheck",
                 "ports", "volumes", "environment", "depends_on"}
+HTTP_PORT_LINE = re.compile(r"(?m)^http-port\s+(\d+)\s*$")
 
 
 @pytest.fixture(scope="module")
@@ -72,26 +75,34 @@ def argv(service: dict) -> list[str]:
     return list(service["entrypoint"]) + list(service["command"])
 
 
+def http_container_port() -> int:
+    match = HTTP_PORT_LINE.search(SAMPLE_CONF.read_text())
+    assert match, "docker/disque.conf must set http-port (Prometheus scrapes it)"
+    return int(match.group(1))
+
+
 def test_only_known_services_and_keys(services):
-    assert set(services) == {*NODES, JOIN}
+    assert set(services) == {*NODES, JOIN, *MONITORING}
     for name, service in services.items():
         assert set(service) <= SERVICE_KEYS, f"{name}: {set(service) - SERVICE_KEYS}"
 
 
 def test_every_service_builds_the_one_image_from_the_repository_root(services):
-    images = {service["image"] for service in services.values()}
+    ours = {name: service for name, service in services.items() if name not in MONITORING}
+    images = {service["image"] for service in ours.values()}
     assert len(images) == 1, f"one image, built once: {images}"
-    for name, service in services.items():
+    for name, service in ours.items():
         build = service["build"]
         context = (COMPOSE_FILE.parent / build["context"]).resolve()
         assert context == REPO, f"{name}: the build context must be the repository root"
         assert (context / build["dockerfile"]).resolve() == DOCKERFILE
 
 
-def test_nodes_publish_their_client_port_on_loopback_only(services):
-    inside = container_port()
+def test_nodes_publish_their_client_and_http_ports_on_loopback_only(services):
+    inside, http_inside = container_port(), http_container_port()
     for name, host_port in NODES.items():
-        assert services[name]["ports"] == [f"127.0.0.1:{host_port}:{inside}"]
+        assert services[name]["ports"] == [f"127.0.0.1:{host_port}:{inside}",
+                                           f"127.0.0.1:{HTTP_PORTS[name]}:{http_inside}"]
     assert "ports" not in services[JOIN]
 
 
@@ -105,7 +116,10 @@ def test_each_node_keeps_its_data_in_its_own_declared_volume(compose, services):
         assert target == DATA_DIR
         volumes.append(volume)
     assert len(set(volumes)) == len(NODES), "each node needs its own volume"
-    assert set(compose["volumes"]) == set(volumes), "named volumes must be declared"
+    monitoring = {mount.split(":")[0] for name in MONITORING
+                  for mount in services[name]["volumes"] if not mount.startswith(".")}
+    assert set(compose["volumes"]) == set(volumes) | monitoring, \
+        "named volumes must be declared"
     assert "volumes" not in services[JOIN]
 
 

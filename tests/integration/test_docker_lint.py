@@ -65,7 +65,7 @@ def test_hadolint_reports_no_warning():
 def test_dockerfile_runs_the_server_with_the_sample_config_as_non_root():
     assert json.loads(only("ENTRYPOINT")) == ["disque-server"]
     assert json.loads(only("CMD")) == [IMAGE_CONF]
-    assert only("EXPOSE").split() == ["7711", "17711"]
+    assert only("EXPOSE").split() == ["7711", "17711", "9711"]
     assert json.loads(only("VOLUME")) == [IMAGE_DATA]
     user = only("USER").split(":")[0]
     assert user not in ("root", "0"), "the image must not run as root"
@@ -96,7 +96,7 @@ def test_sample_config_loads_with_the_server_loader(tmp_path):
              "from disque_py.config import Config\n"
              "c = Config.load(sys.argv[1], [])\n"
              "print(json.dumps({name: c[name] for name in ('port', 'bind', 'dir', 'logfile',"
-             " 'appendonly', 'daemonize')} | {'cwd': os.getcwd()}))\n")
+             " 'appendonly', 'daemonize', 'http-port')} | {'cwd': os.getcwd()}))\n")
     done = subprocess.run([sys.executable, "-c", probe, str(conf)], capture_output=True,
                           text=True, timeout=60, cwd=REPO)
     assert done.returncode == 0, done.stderr
@@ -106,6 +106,7 @@ def test_sample_config_loads_with_the_server_loader(tmp_path):
     assert loaded["logfile"] == ""
     assert loaded["appendonly"] is False
     assert loaded["daemonize"] is False
+    assert loaded["http-port"] == 9711              # EXPOSEd, scraped by docker/prometheus.yml
     assert Path(loaded["dir"]).resolve() == data_dir.resolve()
     assert Path(loaded["cwd"]).resolve() == data_dir.resolve()
 

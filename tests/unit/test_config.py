@@ -108,6 +108,8 @@ EXTENSIONS = {
     "tls-cluster": False,
     "rereplicate": True,
     "dedup-max-keys": True,
+    "http-port": False,                # the HTTP endpoint listens from the start
+    "http-bind": False,
 }
 
 

@@ -1,0 +1,76 @@
+"""The node's HTTP endpoint: aiohttp, served in the node's own event loop.
+
+This module owns the aiohttp application and its listeners; endpoint.py
+starts them (listen()) when `http-port` is set and stops them at shutdown.
+`http-bind` gives the addresses, and when unset the node's `bind` ones are
+used (every interface when those are unset too). No thread serves HTTP: a
+request runs on the loop between two batches of RESP commands, so every
+route must be quick or yield to the loop.
+
+Routes here: /metrics (web/metrics.py), /healthz and /readyz
+(web/health.py). Protected mode does not refuse them: they change nothing,
+and scrapers and orchestrators probe from other hosts (README: "HTTP
+endpoint").
+
+Contract with the dashboard (disque_py/web/dashboard/, optional): when
+that package can be imported, build_app() calls
+`disque_py.web.dashboard.setup(app: web.Application, server) -> None` once,
+after this module's routes are added and before the application starts.
+`server` is the node's ServerState (server/state.py), the object every RESP
+command handler gets; it is also stored as app[SERVER_KEY] (web/keys.py),
+where every route reads it. setup() may add routes, middlewares and
+on_startup/on_cleanup hooks; the cleanup hooks run when the node stops.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+
+from aiohttp import web
+
+from disque_py import log
+from disque_py.server.persistence_service import StartupError
+from disque_py.web import health, metrics
+from disque_py.web.keys import SERVER_KEY
+
+DASHBOARD_MODULE = "disque_py.web.dashboard"
+# Seconds a request still running at shutdown may take to finish.
+SHUTDOWN_GRACE_S = 1.0
+
+
+def build_app(server) -> web.Application:
+    """The application: our routes, then the dashboard's if it is installed."""
+    app = web.Application()
+    app[SERVER_KEY] = server
+    metrics.setup(app, server)
+    health.setup(app)
+    spec = importlib.util.find_spec(DASHBOARD_MODULE)
+    if spec is not None and spec.origin is not None:      # a package, not a bare directory
+        importlib.import_module(DASHBOARD_MODULE).setup(app, server)
+    return app
+
+
+def http_addresses(config) -> list[str | None]:
+    """Where to listen: http-bind, else the node's bind, else everywhere (None)."""
+    return list(config["http-bind"] or config["bind"]) or [None]
+
+
+async def listen(server, config) -> web.AppRunner:
+    """Serve the application on every address; StartupError (the runner
+    cleaned up) if one cannot be had."""
+    port = config["http-port"]
+    runner = web.AppRunner(build_app(server), access_log=None,
+                           shutdown_timeout=SHUTDOWN_GRACE_S)
+    await runner.setup()
+    for address in http_addresses(config):
+        site = web.TCPSite(runner, address, port, reuse_address=True,
+                           backlog=config["tcp-backlog"])
+        try:
+            await site.start()
+        except OSError as error:
+            await runner.cleanup()
+            raise StartupError(f"Could not listen for HTTP on {address or '*'}:{port}: "
+                               f"{error.strerror or error} "
+                               "(choose another with --http-port N, 0 for none)") from None
+    log.notice("HTTP (/metrics, /healthz, /readyz) is served on port %d", port)
+    return runner
