@@ -72,8 +72,11 @@ def qstat(client, name: str) -> dict:
 # ---------------------------------------------------------------- pages
 
 def test_the_root_leads_to_the_overview(client, web):
-    reply = web.get("/")
-    assert reply.status == 302 and reply.location == DASHBOARD
+    for path in ("/", "/dashboard"):
+        reply = web.get(path)
+        assert reply.status == 302 and reply.location == DASHBOARD
+    reply = web.get(f"{DASHBOARD}login")                  # no password: nothing to log in to
+    assert reply.status == 303 and reply.location == DASHBOARD
     page = web.get()
     assert page.status == 200
     assert page.headers["Content-Type"].startswith("text/html")

@@ -19,7 +19,7 @@ from aiohttp import web
 from disque_py.web.dashboard import readers, svg
 from disque_py.web.dashboard.actions import PAUSE_CHOICES, job_url, queue_url
 from disque_py.web.dashboard.auth import (CSRF_FIELD, SESSION_REQUEST_KEY, check_password,
-                                          fingerprint, log_in, password_of)
+                                          fingerprint, log_in, password_of, see_other)
 from disque_py.web.keys import SERVER_KEY
 
 TABLE_SPARK_SAMPLES = 120           # the queues table's sparklines: the last 2 minutes
@@ -197,6 +197,8 @@ class Pages:
     # -------------------------------------------------------------- login
 
     async def login_form(self, request: web.Request) -> web.Response:
+        if not password_of(request):
+            return see_other(self.prefix)         # nothing to log in to
         return await self.render(request, "login.html", failed=False)
 
     def make_login(self, store):
