@@ -173,6 +173,17 @@ def test_pause_and_resume_through_the_form(client, web):
     assert qstat(client, "jobs")["pause"] == b"none"
 
 
+def test_an_action_is_one_command_seen_by_monitor(client, node, web):
+    client.execute_command("ADDJOB", "jobs", "x", 0)
+    csrf = web.csrf(queue_path("jobs"))
+    monitor = node.raw()
+    assert monitor.call("MONITOR") == b"+OK\r\n"
+    web.post(f"{DASHBOARD}queue/pause", {"csrf": csrf, "queue": "jobs", "state": "in"})
+    line = monitor.read_reply()
+    assert b'[http:127.0.0.1:' in line and line.endswith(b'"pause" "jobs" "in"\r\n'), line
+    client.execute_command("PAUSE", "jobs", "none")
+
+
 def test_a_bad_pause_state_is_400_and_changes_nothing(client, web):
     client.execute_command("ADDJOB", "jobs", "x", 0)
     reply = web.post(f"{DASHBOARD}queue/pause",

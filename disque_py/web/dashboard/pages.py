@@ -26,6 +26,9 @@ TABLE_SPARK_SAMPLES = 120           # the queues table's sparklines: the last 2 
 ROWS_PER_TURN = 25                  # queue rows built in one turn of the event loop
 RENDER_CHUNKS_PER_TURN = 400        # template pieces rendered in one turn
 NOT_FOUND = 404
+# Pages carry no script: inline styles and SVG only.
+CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src 'self' data:; form-action 'self'; " \
+      "frame-ancestors 'none'; base-uri 'none'"
 
 
 def query_bytes(request: web.Request, field: str) -> bytes | None:
@@ -108,7 +111,7 @@ class Pages:
 
     async def error(self, request: web.Request, status: int, message: str) -> web.Response:
         return await self.render(request, "error.html", status=status, status_code=status,
-                           message=message)
+                                 message=message)
 
     # -------------------------------------------------------------- pages
 
@@ -130,8 +133,8 @@ class Pages:
                   svg.chart(sampler.levels("rss"), "memory (RSS)", span, "B"),
                   svg.chart(sampler.levels("clients"), "connected clients", span)]
         return await self.render(request, "overview.html", fields=readers.node_fields(server),
-                           nodes=readers.cluster_nodes(server), queues=rows,
-                           queue_count=len(queues), charts=charts)
+                                 nodes=readers.cluster_nodes(server), queues=rows,
+                                 queue_count=len(queues), charts=charts)
 
     def _shown_queues(self, queues) -> list[bytes]:
         """Every queue up to the sampler's cap; past it, the ones it samples
@@ -169,9 +172,9 @@ class Pages:
                   svg.chart(self.sampler.queue_rates(name, "jobs_in"), "jobs in/s", span),
                   svg.chart(self.sampler.queue_rates(name, "jobs_out"), "jobs out/s", span)]
         return await self.render(request, "queue.html", queue=row, stat=stat, jobs=jobs,
-                           offset=min(offset, readers.MAX_JOB_OFFSET),
-                           page=readers.PAGE_JOBS, more=more, not_queued=not_queued,
-                           cursor=cursor, charts=charts, pause_choices=PAUSE_CHOICES)
+                                 offset=min(offset, readers.MAX_JOB_OFFSET),
+                                 page=readers.PAGE_JOBS, more=more, not_queued=not_queued,
+                                 cursor=cursor, charts=charts, pause_choices=PAUSE_CHOICES)
 
     async def job(self, request: web.Request) -> web.Response:
         server = request.config_dict[SERVER_KEY]
@@ -181,8 +184,8 @@ class Pages:
             return await self.error(request, NOT_FOUND, "No such job on this node.")
         fields, queue, body = found
         return await self.render(request, "job.html", job_id=readers.text(job_id), raw_id=job_id,
-                           fields=fields, queue=queue, queue_label=readers.text(queue),
-                           body=body)
+                                 fields=fields, queue=queue, queue_label=readers.text(queue),
+                                 body=body)
 
     async def latency(self, request: web.Request) -> web.Response:
         server = request.config_dict[SERVER_KEY]
@@ -190,9 +193,9 @@ class Pages:
         for event in events:
             event["chart"] = svg.chart(event["history"], event["name"], event["span"], " ms")
         return await self.render(request, "latency.html", events=events,
-                           threshold=server.latency.threshold_ms,
-                           slowlog=readers.slowlog_entries(server),
-                           slower_than=server.slowlog.slower_than_us)
+                                 threshold=server.latency.threshold_ms,
+                                 slowlog=readers.slowlog_entries(server),
+                                 slower_than=server.slowlog.slower_than_us)
 
     # -------------------------------------------------------------- login
 
@@ -209,7 +212,3 @@ class Pages:
             return await self.render(request, "login.html", status=401, failed=True)
         return login
 
-
-# Pages carry no script: inline styles and SVG only.
-CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src 'self' data:; form-action 'self'; " \
-      "frame-ancestors 'none'; base-uri 'none'"
