@@ -130,8 +130,11 @@ class Pages:
                   svg.chart(sampler.rates("created"), "jobs added/s", span),
                   svg.chart(sampler.rates("delivered"), "jobs delivered/s", span),
                   svg.chart(sampler.rates("acked"), "jobs acked/s", span),
-                  svg.chart(sampler.levels("rss"), "memory (RSS)", span, "B"),
-                  svg.chart(sampler.levels("clients"), "connected clients", span)]
+                  svg.chart(sampler.levels("memory"), "job memory (maxmemory's measure)",
+                            span, "B"),
+                  svg.chart(sampler.levels("rss"), "process memory (RSS)", span, "B"),
+                  svg.chart(sampler.levels("clients"), "connected clients", span),
+                  svg.chart(sampler.levels("blocked"), "blocked clients", span)]
         return await self.render(request, "overview.html", fields=readers.node_fields(server),
                                  nodes=readers.cluster_nodes(server), queues=rows,
                                  queue_count=len(queues), charts=charts)
