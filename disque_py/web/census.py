@@ -47,7 +47,7 @@ async def take_census(node, max_queues: int = MAX_EXPORTED_QUEUES) -> Census:
     census = Census()
     longest = await _longest_queues(node, max_queues, census)
     now_ms = node.clock.now_ms()
-    census.queues = [QueueFigures(queue.name, length, _head_age(queue, now_ms))
+    census.queues = [QueueFigures(queue.name, length, head_age(queue, now_ms))
                      for length, _, queue in sorted(longest, reverse=True)]
     census.jobs_by_state = jobs_by_state(node, census.queued_jobs)
     return census
@@ -83,8 +83,12 @@ async def _longest_queues(node, max_queues: int, census: Census) -> list:
     return heap
 
 
-def _head_age(queue, now_ms: int) -> float | None:
+def job_age(job, now_ms: int) -> float:
+    """Seconds since the job was made (the dashboard shows it too)."""
+    return max(now_ms - job.ctime // NS_PER_MS, 0) / 1000
+
+
+def head_age(queue, now_ms: int) -> float | None:
+    """The age of the job GETJOB gives next; None for an empty queue."""
     head = queue.jobs.peek(1)
-    if not head:
-        return None
-    return max(now_ms - head[0].ctime // NS_PER_MS, 0) / 1000
+    return job_age(head[0], now_ms) if head else None

@@ -72,8 +72,11 @@ def qstat(client, name: str) -> dict:
 # ---------------------------------------------------------------- pages
 
 def test_the_root_leads_to_the_overview(client, web):
-    reply = web.get("/")
-    assert reply.status == 302 and reply.location == DASHBOARD
+    for path in ("/", "/dashboard"):
+        reply = web.get(path)
+        assert reply.status == 302 and reply.location == DASHBOARD
+    reply = web.get(f"{DASHBOARD}login")                  # no password: nothing to log in to
+    assert reply.status == 303 and reply.location == DASHBOARD
     page = web.get()
     assert page.status == 200
     assert page.headers["Content-Type"].startswith("text/html")
@@ -168,6 +171,17 @@ def test_pause_and_resume_through_the_form(client, web):
     assert "pause state is now out" in page.text and 'id="pause-state">paused: out' in page.text
     web.post(f"{DASHBOARD}queue/pause", {"csrf": csrf, "queue": "jobs", "state": "none"})
     assert qstat(client, "jobs")["pause"] == b"none"
+
+
+def test_an_action_is_one_command_seen_by_monitor(client, node, web):
+    client.execute_command("ADDJOB", "jobs", "x", 0)
+    csrf = web.csrf(queue_path("jobs"))
+    monitor = node.raw()
+    assert monitor.call("MONITOR") == b"+OK\r\n"
+    web.post(f"{DASHBOARD}queue/pause", {"csrf": csrf, "queue": "jobs", "state": "in"})
+    line = monitor.read_reply()
+    assert b'[http:127.0.0.1:' in line and line.endswith(b'"pause" "jobs" "in"\r\n'), line
+    client.execute_command("PAUSE", "jobs", "none")
 
 
 def test_a_bad_pause_state_is_400_and_changes_nothing(client, web):

@@ -12,6 +12,7 @@ the endpoint.
     GET  /dashboard/job?id=ID         a job: SHOW
     GET  /dashboard/latency           LATENCY LATEST/HISTORY and SLOWLOG
     GET  /dashboard/login             the login form (when requirepass is set)
+    GET  /, /dashboard                redirects to /dashboard/
     POST /dashboard/login, /dashboard/logout
     POST /dashboard/queue/pause       PAUSE queue in|out|all|none [bcast]
     POST /dashboard/queue/requeue     QREQUEUE queue
@@ -58,8 +59,9 @@ def setup(app: web.Application, server) -> None:
     router.add_post("/queue/requeue", guarded(actions["requeue"], pages.error))
     router.add_post("/job/delete", guarded(actions["delete"], pages.error))
     dashboard.cleanup_ctx.append(_sampling)
-    app.add_subapp(PREFIX.rstrip("/"), dashboard)
     app.router.add_get("/", _to_dashboard)
+    app.router.add_get(PREFIX.rstrip("/"), _to_dashboard)    # before the prefix takes it
+    app.add_subapp(PREFIX.rstrip("/"), dashboard)
 
 
 async def _to_dashboard(request: web.Request) -> web.Response:

@@ -49,7 +49,6 @@ TOKEN_BYTES = 32
 SESSION_TTL_S = 8 * 3600
 MAX_SESSIONS = 1000
 LOGIN_PATH = "login"        # relative to the dashboard's prefix
-SESSION_REQUEST_KEY = "dashboard_session"
 CSRF_REFUSED = "403: the form's CSRF token is missing or wrong: reload the page and try again"
 LOGIN_REFUSED = "403: log in first"
 
@@ -66,6 +65,12 @@ class DashboardSession:
 
     def logged_in(self, fingerprint: bytes) -> bool:
         return self.password is not None and hmac.compare_digest(self.password, fingerprint)
+
+
+# Where a request carries its session: a typed key where aiohttp has them
+# (3.14 warns of plain string keys), the string before.
+SESSION_REQUEST_KEY = web.RequestKey("dashboard_session", DashboardSession) \
+    if hasattr(web, "RequestKey") else "dashboard_session"
 
 
 def fingerprint(password: bytes) -> bytes:

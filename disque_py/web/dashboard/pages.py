@@ -19,13 +19,16 @@ from aiohttp import web
 from disque_py.web.dashboard import readers, svg
 from disque_py.web.dashboard.actions import PAUSE_CHOICES, job_url, queue_url
 from disque_py.web.dashboard.auth import (CSRF_FIELD, SESSION_REQUEST_KEY, check_password,
-                                          fingerprint, log_in, password_of)
+                                          fingerprint, log_in, password_of, see_other)
 from disque_py.web.keys import SERVER_KEY
 
 TABLE_SPARK_SAMPLES = 120           # the queues table's sparklines: the last 2 minutes
 ROWS_PER_TURN = 25                  # queue rows built in one turn of the event loop
 RENDER_CHUNKS_PER_TURN = 400        # template pieces rendered in one turn
 NOT_FOUND = 404
+# Pages carry no script: inline styles and SVG only.
+CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src 'self' data:; form-action 'self'; " \
+      "frame-ancestors 'none'; base-uri 'none'"
 
 
 def query_bytes(request: web.Request, field: str) -> bytes | None:
@@ -108,7 +111,7 @@ class Pages:
 
     async def error(self, request: web.Request, status: int, message: str) -> web.Response:
         return await self.render(request, "error.html", status=status, status_code=status,
-                           message=message)
+                                 message=message)
 
     # -------------------------------------------------------------- pages
 
@@ -127,11 +130,14 @@ class Pages:
                   svg.chart(sampler.rates("created"), "jobs added/s", span),
                   svg.chart(sampler.rates("delivered"), "jobs delivered/s", span),
                   svg.chart(sampler.rates("acked"), "jobs acked/s", span),
-                  svg.chart(sampler.levels("rss"), "memory (RSS)", span, "B"),
-                  svg.chart(sampler.levels("clients"), "connected clients", span)]
+                  svg.chart(sampler.levels("memory"), "job memory (maxmemory's measure)",
+                            span, "B"),
+                  svg.chart(sampler.levels("rss"), "process memory (RSS)", span, "B"),
+                  svg.chart(sampler.levels("clients"), "connected clients", span),
+                  svg.chart(sampler.levels("blocked"), "blocked clients", span)]
         return await self.render(request, "overview.html", fields=readers.node_fields(server),
-                           nodes=readers.cluster_nodes(server), queues=rows,
-                           queue_count=len(queues), charts=charts)
+                                 nodes=readers.cluster_nodes(server), queues=rows,
+                                 queue_count=len(queues), charts=charts)
 
     def _shown_queues(self, queues) -> list[bytes]:
         """Every queue up to the sampler's cap; past it, the ones it samples
@@ -169,9 +175,9 @@ class Pages:
                   svg.chart(self.sampler.queue_rates(name, "jobs_in"), "jobs in/s", span),
                   svg.chart(self.sampler.queue_rates(name, "jobs_out"), "jobs out/s", span)]
         return await self.render(request, "queue.html", queue=row, stat=stat, jobs=jobs,
-                           offset=min(offset, readers.MAX_JOB_OFFSET),
-                           page=readers.PAGE_JOBS, more=more, not_queued=not_queued,
-                           cursor=cursor, charts=charts, pause_choices=PAUSE_CHOICES)
+                                 offset=min(offset, readers.MAX_JOB_OFFSET),
+                                 page=readers.PAGE_JOBS, more=more, not_queued=not_queued,
+                                 cursor=cursor, charts=charts, pause_choices=PAUSE_CHOICES)
 
     async def job(self, request: web.Request) -> web.Response:
         server = request.config_dict[SERVER_KEY]
@@ -181,8 +187,8 @@ class Pages:
             return await self.error(request, NOT_FOUND, "No such job on this node.")
         fields, queue, body = found
         return await self.render(request, "job.html", job_id=readers.text(job_id), raw_id=job_id,
-                           fields=fields, queue=queue, queue_label=readers.text(queue),
-                           body=body)
+                                 fields=fields, queue=queue, queue_label=readers.text(queue),
+                                 body=body)
 
     async def latency(self, request: web.Request) -> web.Response:
         server = request.config_dict[SERVER_KEY]
@@ -190,13 +196,15 @@ class Pages:
         for event in events:
             event["chart"] = svg.chart(event["history"], event["name"], event["span"], " ms")
         return await self.render(request, "latency.html", events=events,
-                           threshold=server.latency.threshold_ms,
-                           slowlog=readers.slowlog_entries(server),
-                           slower_than=server.slowlog.slower_than_us)
+                                 threshold=server.latency.threshold_ms,
+                                 slowlog=readers.slowlog_entries(server),
+                                 slower_than=server.slowlog.slower_than_us)
 
     # -------------------------------------------------------------- login
 
     async def login_form(self, request: web.Request) -> web.Response:
+        if not password_of(request):
+            return see_other(self.prefix)         # nothing to log in to
         return await self.render(request, "login.html", failed=False)
 
     def make_login(self, store):
@@ -207,7 +215,3 @@ class Pages:
             return await self.render(request, "login.html", status=401, failed=True)
         return login
 
-
-# Pages carry no script: inline styles and SVG only.
-CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src 'self' data:; form-action 'self'; " \
-      "frame-ancestors 'none'; base-uri 'none'"

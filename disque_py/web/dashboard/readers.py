@@ -22,6 +22,7 @@ from disque_py.commands import info, queues
 from disque_py.commands.cluster import link_state
 from disque_py.commands.jobs import job_info
 from disque_py.core.job import ACTIVE, STATE_NAMES, is_valid_id
+from disque_py.web.census import head_age, job_age
 
 PAGE_JOBS = 50
 MAX_JOB_OFFSET = 10_000
@@ -30,7 +31,6 @@ SCAN_STEP_COUNT = 1                 # JSCAN COUNT of one step: at most 10 non-em
 BODY_SHOWN_BYTES = 4096
 BODY_PREVIEW_BYTES = 60
 SLOWLOG_SHOWN = 50
-CTIME_UNITS_PER_MS = 1_000_000      # a job's ctime is ms * 1e6 (engine next_ctime)
 
 # INFO fields the overview shows, by section.
 NODE_FIELDS = {
@@ -104,20 +104,10 @@ def qstat(server, name: bytes) -> dict | None:
     return {text(key): value for key, value in zip(reply[::2], reply[1::2])}
 
 
-def head_job(server, name: bytes):
-    q = server.node.queues.get(name)
-    if q is None or not q.jobs:
-        return None
-    return q.jobs.peek(1)[0]
-
-
-def job_age_s(server, job) -> float:
-    return max(server.node.clock.now_ms() - job.ctime // CTIME_UNITS_PER_MS, 0) / 1000
-
-
-def is_dead_letter_queue(server, job) -> bool:
+def is_dead_letter_queue(server, q) -> bool:
     """A queue whose next job was dead-lettered (MAXDELIVERIES)."""
-    options = server.node.options_of(job) if job is not None else None
+    head = q.jobs.peek(1)
+    options = server.node.options_of(head[0]) if head else None
     return options is not None and options.dead_reason_name is not None
 
 
@@ -125,12 +115,12 @@ def queue_row(server, name: bytes) -> dict | None:
     stat = qstat(server, name)
     if stat is None:
         return None
-    head = head_job(server, name)
+    q = server.node.queues.get(name)
     return {"name": name, "label": text(name), "len": stat["len"], "blocked": stat["blocked"],
             "pause": text(stat["pause"]), "jobs_in": stat["jobs-in"],
             "jobs_out": stat["jobs-out"],
-            "head_age": job_age_s(server, head) if head is not None else None,
-            "dead": is_dead_letter_queue(server, head)}
+            "head_age": head_age(q, server.node.clock.now_ms()),
+            "dead": is_dead_letter_queue(server, q)}
 
 
 def queue_rows(server, names) -> list[dict]:
@@ -183,7 +173,7 @@ def job_row(server, job) -> dict:
     body = job.body
     preview = text(body[:BODY_PREVIEW_BYTES]) + ("..." if len(body) > BODY_PREVIEW_BYTES else "")
     return {"id": text(job.id), "state": text(STATE_NAMES[job.state]),
-            "age": job_age_s(server, job), "nacks": job.nacks,
+            "age": job_age(job, server.node.clock.now_ms()), "nacks": job.nacks,
             "deliveries": job.deliveries, "body": preview}
 
 

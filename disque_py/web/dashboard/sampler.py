@@ -26,10 +26,12 @@ from __future__ import annotations
 import asyncio
 import heapq
 import time
+import traceback
 from collections import deque
 from itertools import islice
 from typing import NamedTuple
 
+from disque_py import log
 from disque_py.commands.info import process_rss
 
 SAMPLE_INTERVAL_S = 1.0
@@ -129,9 +131,14 @@ class Sampler:
             self._since_choice = 0
 
     async def run(self) -> None:
-        """Sample every SAMPLE_INTERVAL_S until cancelled (the app's cleanup)."""
+        """Sample every SAMPLE_INTERVAL_S until cancelled (the app's
+        cleanup). A sample that fails is logged, not fatal: the charts
+        miss a point, the node is not concerned."""
         while True:
-            self.sample()
+            try:
+                self.sample()
+            except Exception:           # noqa: BLE001 (a bug here must not stop the node)
+                log.warning("dashboard sampler: %s", traceback.format_exc().rstrip())
             await asyncio.sleep(SAMPLE_INTERVAL_S)
 
     # ------------------------------------------------------------- reading
