@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import urllib.error
 import urllib.request
+from contextlib import contextmanager
 from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.support import HOST, ServerProcess, free_port
+from tests.support import HOST, ServerProcess, free_port, wait_for
 
 _OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 TCP_LISTEN = "0A"
@@ -57,6 +58,33 @@ def http_server(directory: Path, *args: str) -> tuple[ServerProcess, int]:
     """A node (not started) with its HTTP endpoint on a free port."""
     http_port = free_port()
     return ServerProcess(directory, args=["--http-port", str(http_port), *args]), http_port
+
+
+@contextmanager
+def running_http_server(directory: Path, password: str | None = None):
+    """A started node with its HTTP endpoint (its port in `http_port`),
+    with `requirepass` when a password is given; stopped after the block."""
+    args = ("--requirepass", password) if password is not None else ()
+    proc, proc.http_port = http_server(directory, *args)
+    proc.start(wait=password is None)
+    if password is not None:       # the readiness PING needs the password
+        wait_for(lambda: proc.client(password=password).ping(), timeout=20, message="PING")
+    try:
+        yield proc
+    finally:
+        proc.stop()
+
+
+def http_cluster(directory: Path, count: int):
+    """A cluster harness (not started) whose nodes each have an HTTP
+    endpoint; the cluster and the nodes' HTTP ports, in order."""
+    from tests.cluster.harness import Cluster
+    cluster = Cluster(directory, count)
+    http_ports = []
+    for proc in cluster:
+        http_ports.append(free_port())
+        proc.args += ["--http-port", str(http_ports[-1])]
+    return cluster, http_ports
 
 
 def listening_ports(pid: int) -> set[tuple[str, int]]:

@@ -23,7 +23,7 @@ import pytest
 
 from tests.dashboard_support import DASHBOARD, DashboardClient
 from tests.support import HOST, wait_for
-from tests.web_support import http_server
+from tests.web_support import running_http_server
 
 os.environ.setdefault("SE_OFFLINE", "true")      # before selenium reads it
 
@@ -70,21 +70,14 @@ def browser():
 
 @pytest.fixture(scope="module")
 def node(tmp_path_factory):
-    proc, http_port = http_server(tmp_path_factory.mktemp("browser"))
-    proc.start()
-    proc.http_port = http_port
-    yield proc
-    proc.stop()
+    with running_http_server(tmp_path_factory.mktemp("browser")) as proc:
+        yield proc
 
 
 @pytest.fixture(scope="module")
 def locked(tmp_path_factory):
-    proc, http_port = http_server(tmp_path_factory.mktemp("locked"), "--requirepass", PASSWORD)
-    proc.start(wait=False)
-    wait_for(lambda: proc.client(password=PASSWORD).ping(), timeout=20, message="PING")
-    proc.http_port = http_port
-    yield proc
-    proc.stop()
+    with running_http_server(tmp_path_factory.mktemp("locked"), PASSWORD) as proc:
+        yield proc
 
 
 def url(proc, path: str = DASHBOARD) -> str:

@@ -17,7 +17,7 @@ import pytest
 from tests.dashboard_support import DASHBOARD, DashboardClient
 from tests.integration.test_protected_mode import UnboundServer, netns  # noqa: F401 (fixture)
 from tests.support import free_port, wait_for
-from tests.web_support import http_get, http_server
+from tests.web_support import http_get, http_server, running_http_server
 
 PASSWORD = "dashboard-s3cret"
 SCRIPT_QUEUE = "<script>alert('q')</script>"
@@ -26,11 +26,8 @@ SCRIPT_BODY = "<img src=x onerror=alert(1)>&amp;"
 
 @pytest.fixture(scope="module")
 def node(tmp_path_factory):
-    proc, http_port = http_server(tmp_path_factory.mktemp("dashboard"))
-    proc.start()
-    proc.http_port = http_port
-    yield proc
-    proc.stop()
+    with running_http_server(tmp_path_factory.mktemp("dashboard")) as proc:
+        yield proc
 
 
 @pytest.fixture
@@ -47,12 +44,8 @@ def web(node):
 @pytest.fixture(scope="module")
 def locked(tmp_path_factory):
     """A node with a password."""
-    proc, http_port = http_server(tmp_path_factory.mktemp("locked"), "--requirepass", PASSWORD)
-    proc.start(wait=False)
-    wait_for(lambda: proc.client(password=PASSWORD).ping(), timeout=20, message="PING")
-    proc.http_port = http_port
-    yield proc
-    proc.stop()
+    with running_http_server(tmp_path_factory.mktemp("locked"), PASSWORD) as proc:
+        yield proc
 
 
 def queue_path(name: str, **params) -> str:

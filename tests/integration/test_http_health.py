@@ -12,10 +12,10 @@ from __future__ import annotations
 import pytest
 import redis
 
-from tests.cluster.harness import Cluster, fail_deadline_s
+from tests.cluster.harness import fail_deadline_s
 from tests.persistence.large_aof import write_large_aof
-from tests.support import free_port, wait_for
-from tests.web_support import http_get, http_server
+from tests.support import wait_for
+from tests.web_support import http_cluster, http_get, http_server
 
 OK = b"ok\n"
 AOF_NAME = "disque.aof"
@@ -108,11 +108,7 @@ def _loading_answer(http_port: int):
 
 
 def test_ready_with_half_the_cluster_not_with_less(tmp_path):
-    cluster = Cluster(tmp_path, 3)
-    http_ports = []
-    for proc in cluster:
-        http_ports.append(free_port())
-        proc.args += ["--http-port", str(http_ports[-1])]
+    cluster, http_ports = http_cluster(tmp_path, 3)
     try:
         cluster.start()
         cluster.meet_chain()

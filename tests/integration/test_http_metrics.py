@@ -23,9 +23,8 @@ import redis
 from prometheus_client.parser import text_string_to_metric_families
 
 from disque_py.web.census import MAX_EXPORTED_QUEUES
-from tests.cluster.harness import Cluster
 from tests.support import HOST, ServerProcess, free_port, wait_for
-from tests.web_support import (http_get, http_server, listening_ports, metrics_text,
+from tests.web_support import (http_cluster, http_get, http_server, listening_ports, metrics_text,
                                parse_metrics, scrape, value)
 
 SERVER_BIN = str(Path(sys.executable).with_name("disque-server"))
@@ -154,11 +153,7 @@ def test_only_the_longest_queues_are_exported_the_rest_summed(node):
 
 
 def test_metrics_of_a_cluster_name_each_peer(tmp_path):
-    cluster = Cluster(tmp_path, 2)
-    http_ports = []
-    for proc in cluster:
-        http_ports.append(free_port())
-        proc.args += ["--http-port", str(http_ports[-1])]
+    cluster, http_ports = http_cluster(tmp_path, 2)
     try:
         cluster.start()
         cluster.meet_chain()
@@ -186,8 +181,9 @@ def test_http_port_0_is_the_default_and_opens_nothing(tmp_path):
     try:
         client = proc.client()
         assert client.config_get("http-*") == {"http-port": "0", "http-bind": ""}
-        ports = {port for _, port in listening_ports(proc.pid)}
-        assert ports == {proc.port, proc.port + 10000}
+        # The bus may start listening a moment after the client port answers.
+        wait_for(lambda: {port for _, port in listening_ports(proc.pid)}
+                 == {proc.port, proc.port + 10000}, message="the client and bus ports only")
         # Not even aiohttp's compiled parser is loaded: HTTP off costs nothing.
         assert "aiohttp" not in Path(f"/proc/{proc.pid}/maps").read_text()
     finally:
