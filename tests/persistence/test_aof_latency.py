@@ -15,6 +15,7 @@ from types import SimpleNamespace
 import pytest
 
 from disque_py.monitoring import latency as ev
+from disque_py.monitoring.histogram import DurationHistogram
 from disque_py.monitoring.latency import LatencyMonitor
 from disque_py.persistence import aof_format
 from disque_py.persistence.aof import FileOps
@@ -128,8 +129,8 @@ def test_a_slow_timer_slice_is_jobs_processing(clock, monitor):
     scheduled = []
     runtime = SimpleNamespace(
         node=SimpleNamespace(tick=tick, effects=[]),
-        server=SimpleNamespace(latency=monitor),
-        loop=SimpleNamespace(call_soon=scheduled.append))
+        server=SimpleNamespace(latency=monitor, timer_lateness=DurationHistogram()),
+        loop=SimpleNamespace(call_soon=scheduled.append, time=lambda: 0.0), _timer_due=0.0)
     runtime._on_timer = lambda: None
     Runtime._on_timer(runtime)
     assert monitor.history(ev.JOBS_PROCESSING) == [[1_700_000_000, 8]]
