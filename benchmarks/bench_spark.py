@@ -14,7 +14,8 @@ Loads, all with ~100-byte bodies:
                cached DataFrame of N rows in 2 partitions (id, 50-char
                payload; the body is the row as JSON plus its row key, about
                100 bytes); the time is save()'s own (the Spark job, its
-               tasks and every reply), not the session start-up
+               tasks and every reply), not the session start-up nor the
+               warm-up (one untimed write of each Spark load first)
   write_jobs   the same writer called as a function (disque_py.spark.write_jobs)
   yardstick    redis-benchmark -c 50 -P 16 ADDJOB <100 bytes> against node0,
                N requests
@@ -116,6 +117,12 @@ def measure(name: str, session, servers, frame, rows: int, rounds: int,
              "yardstick": lambda: yardstick_rate(servers[0], rows, replicate),
              "source read": lambda: read_rate(session, servers, rows, replicate)}
     results: dict[str, list[float]] = {label: [] for label in loads}
+    # Spark's start-up is not the writer's rate: the JVM's JIT and the Python
+    # workers warm up on one untimed write of each kind first.
+    for label in ("data source", "write_jobs"):
+        loads[label]()
+        for server in servers:
+            command(server.port, "DEBUG", "FLUSHALL")
     for round_index in range(rounds):
         order = list(loads)
         if round_index % 2:
