@@ -190,10 +190,10 @@ class BusLink(asyncio.Protocol):
         bus.account(header.sender, RECEIVED, 1, size)
         bus.deliver(self, header, body)
 
-    def _account_sent(self, frames: list[bytes]) -> None:
+    def _account_sent(self, frames: int, size: int) -> None:
         peer = self.node.id if self.node is not None else self.sender
         if peer is not None:
-            self.bus.account(peer, SENT, len(frames), sum(map(len, frames)))
+            self.bus.account(peer, SENT, frames, size)
 
     def _set_ready(self) -> None:
         if self.ready is not None and not self.ready.done():
@@ -205,12 +205,12 @@ class BusLink(asyncio.Protocol):
         if not self._pending:
             self.bus.loop.call_soon(self._flush)
         self._pending.append(frame)
-        self._account_sent([frame])
+        self._account_sent(1, len(frame))
 
     def send_now(self, frames: list[bytes]) -> None:
         if self.closed:
             return
-        self._account_sent(frames)
+        self._account_sent(len(frames), sum(map(len, frames)))
         pending = self._pending
         if pending:
             frames = pending + frames
