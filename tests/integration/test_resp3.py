@@ -323,3 +323,27 @@ def test_admin_commands_that_change_the_server(make_server, parser):
     client.shutdown()       # redis-py returns once the connection drops
     wait_for(lambda: not node.alive(), message="the node to stop after SHUTDOWN")
     client.close()
+
+
+def test_dedup_answers_and_info_fields_of_this_stop(client):
+    hits = client.info("stats")["total_dedup_hits"]      # the module's node counts on
+    first = client.execute_command("ADDJOB", "q", "x", 0, "DEDUP", "k1")
+    assert client.execute_command("ADDJOB", "q", "y", 0, "DEDUP", "k1") == first
+    persistence = client.info("persistence")
+    assert persistence["loading"] == 0 and "loading_loaded_jobs" not in persistence
+    assert client.info("stats")["total_dedup_hits"] == hits + 1
+
+
+def test_the_spark_source_reads_and_acks_through_every_parser(server, client):
+    from disque_py.spark.stream_reader import DisqueStreamReader
+    ids = {client.execute_command("ADDJOB", "src", f"body{i}", 0) for i in range(3)}
+    node = f"{HOST}:{server.port}"
+    reader = DisqueStreamReader({"queues": "src", "nodes": node})
+    reader._clients[node] = client        # the reader's connection, with this parser
+    rows, end = reader.read(reader.initialOffset())
+    rows = list(rows)
+    assert {row[1].encode() for row in rows} == ids
+    assert {(row[0], row[3], row[4]) for row in rows} == {("src", 0, 0)}
+    assert sorted(row[2] for row in rows) == [b"body0", b"body1", b"body2"]
+    reader.commit(end)
+    assert client.info("jobs")["registered_jobs"] == 0
