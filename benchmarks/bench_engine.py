@@ -64,6 +64,7 @@ import contextlib
 import json
 import multiprocessing
 import os
+import re
 import shlex
 import shutil
 import socket
@@ -267,6 +268,18 @@ def read_dump(path: Path) -> int:
             return int(text.split("\nsummary:", 1)[1].split()[0])
         time.sleep(0.1)
     raise RuntimeError(f"no complete callgrind dump at {path}")
+
+
+def read_inclusive(path: Path, function: str) -> int | None:
+    """The instructions the function whose C name matches the regular
+    expression `function` ran, its callees included, in a complete callgrind
+    dump (callgrind_annotate's count); None if it never ran."""
+    out = subprocess.run(["callgrind_annotate", "--inclusive=yes", "--threshold=100",
+                          str(path)], capture_output=True, text=True, check=True).stdout
+    for line in out.splitlines():
+        if re.search(function, line):
+            return int(line.split()[0].replace(",", ""))
+    return None
 
 
 def count_instructions(kind, pinning: Pinning, settings: Settings, row: Row) -> None:

@@ -3,7 +3,7 @@ earlier release, and jobs with BACKOFF and MAXDELIVERIES, PRIORITY, and a
 DEDUP key against a plain one, in the same run.
 
     .venv/bin/python benchmarks/bench_job_options.py [--rounds N] [--quick]
-        [--baseline REV] [--skip-callgrind] [--no-pin]
+        [--baseline REV] [--skip-callgrind] [--callgrind-runs N] [--no-pin]
 
 The baseline is a commit of this repository (default: c3fe348, the last
 one without job options), unpacked with `git archive` into a scratch
@@ -15,8 +15,16 @@ Rows, each server alone on the server CPU, the load on the other:
                            pipelined ADDJOBs after a warm-up (as
                            bench_engine.py counts them): the figure that
                            noise does not move;
+  ... command path         of those, the ones run under the connection's
+                           data_received (reading, parsing, running and
+                           answering the commands): the whole count also
+                           holds the node's timers, which run by the clock,
+                           and a slower kind gives them more turns under
+                           valgrind;
   ADDJOB c50 -P16          redis-benchmark's rate, servers alternating per
-                           round, the median kept.
+                           round, the median kept;
+  server CPU per ADDJOB    the server's CPU time (user and kernel, from
+                           /proc) over the same run, per ADDJOB.
 Ratios: each kind against current plain (issue 19 allows options 10 %,
 issue 20 allows PRIORITY and DEDUP 15 %), and against the row it is compared with:
 current plain against the baseline, and each option against a plain ADDJOB
@@ -39,7 +47,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.bench_engine import CALLGRIND_BATCH, VALGRIND, callgrind_control, read_dump, running  # noqa: E402
+from benchmarks.bench_engine import (CALLGRIND_BATCH, VALGRIND, callgrind_control,  # noqa: E402
+                                     read_dump, read_inclusive, running)
 from benchmarks.common import (DisqueServer, Pinning, ordered, pipelined_fill,  # noqa: E402
                                redis_benchmark_command, run_async, run_redis_benchmark,
                                scratch_dir)
@@ -100,7 +109,13 @@ def payload(command: tuple, first: int):
                                       for word in command))
 
 
-def instructions_per_addjob(server: Server, command: tuple, warmup: int, jobs: int) -> float:
+COMMAND_PATH = r"ConnectionBase_\d+data_received"   # its C name, as callgrind shows it
+
+
+def instructions_per_addjob(server: Server, command: tuple, warmup: int,
+                            jobs: int) -> tuple[float, float]:
+    """(all instructions, the command path's) per ADDJOB (the second NaN
+    for a build whose connections have no compiled data_received)."""
     out = server.dir / "callgrind.out"
     server.prefix += [VALGRIND, "--tool=callgrind", "--instr-atstart=no",
                       f"--callgrind-out-file={out}", f"--log-file={server.dir / 'valgrind.log'}"]
@@ -113,16 +128,18 @@ def instructions_per_addjob(server: Server, command: tuple, warmup: int, jobs: i
         total = read_dump(Path(f"{out}.1"))
     if errors:
         raise RuntimeError(f"{errors} error replies from {server.label}")
-    return total / jobs
+    path = read_inclusive(Path(f"{out}.1"), COMMAND_PATH)
+    return total / jobs, float("nan") if path is None else path / jobs
 
 
-def addjob_rate(server: Server, command: tuple, requests: int) -> float:
+def addjob_rate(server: Server, command: tuple, requests: int) -> tuple[float, float]:
+    """(ADDJOBs per second, the server's CPU time per ADDJOB in us)."""
     cmd = redis_benchmark_command(server.port, requests, clients=50, pipeline=16,
                                   command_args=command,
                                   keyspace=KEYSPACE if RANDOM in "".join(command) else 0)
     with running(server):
-        rate, _, _ = run_redis_benchmark(cmd, server.pid)
-    return rate
+        rate, cpu_percent, _ = run_redis_benchmark(cmd, server.pid)
+    return rate, cpu_percent / 100 / rate * 1e6
 
 
 def main() -> None:
@@ -131,6 +148,8 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="1 round, fewer requests")
     parser.add_argument("--baseline", default=DEFAULT_BASELINE)
     parser.add_argument("--skip-callgrind", action="store_true")
+    parser.add_argument("--callgrind-runs", type=int, default=1,
+                        help="callgrind runs of each kind (the median is kept)")
     parser.add_argument("--no-pin", action="store_true")
     args = parser.parse_args()
     rounds = 1 if args.quick else args.rounds
@@ -151,14 +170,21 @@ def main() -> None:
     table: dict[str, dict[str, list[float]]] = {}
     if not args.skip_callgrind:
         for label, source, command in kinds:
-            count = instructions_per_addjob(server(label, source), command, 2_000, 20_000)
-            table.setdefault("instructions per ADDJOB", {})[label] = [count]
-            print(f"  instructions  {label:22} {count:>10,.0f}", flush=True)
+            for _ in range(args.callgrind_runs):
+                count, path = instructions_per_addjob(server(label, source), command, 2_000,
+                                                      20_000)
+                table.setdefault("instructions per ADDJOB", {}).setdefault(label, []).append(count)
+                table.setdefault("... on the command path", {}).setdefault(label, []).append(path)
+                print(f"  instructions  {label:22} {count:>10,.0f} (command path {path:,.0f})",
+                      flush=True)
     for round_index in range(rounds):
         for label, source, command in ordered(round_index, kinds):
-            rate = addjob_rate(server(label, source), command, requests)
+            rate, cpu_us = addjob_rate(server(label, source), command, requests)
             table.setdefault("ADDJOB c50 -P16 (ops/s)", {}).setdefault(label, []).append(rate)
-            print(f"  round {round_index + 1}  {label:22} {rate:>10,.0f} ops/s", flush=True)
+            table.setdefault("server CPU per ADDJOB (ns)", {}).setdefault(label, []).append(
+                cpu_us * 1000)
+            print(f"  round {round_index + 1}  {label:22} {rate:>10,.0f} ops/s "
+                  f"{cpu_us:.3f} us CPU each", flush=True)
     for row, values in table.items():
         medians = {label: statistics.median(found) for label, found in values.items()}
         print(f"\n{row}:\n{'kind':24} {'median':>12} {'/ plain':>9} {'/ compared':>11}  compared with")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from disque_py.commands.args import ArgReader, check_job_ids, job_ids, parse_scan_options
 from disque_py.commands.context import compiled
-from disque_py.core.job import STATE_BY_NAME, STATE_NAMES, Job
+from disque_py.core.job import STATE_BY_NAME, STATE_NAMES, Job, JobOptions
 from disque_py.errors import CommandError
 from disque_py.resp import Raw
 
@@ -61,13 +61,16 @@ def job_info(node, job: Job, now_ms: int) -> list:
         b"next-requeue-within", requeue,
         b"next-awake-within", awake,
         b"body", job.body,
-    ] + _options_info(node.options_of(job))
+    ] + _options_info(node.options_of(job), job.dedup)
 
 
-def _options_info(options) -> list:
-    """Fields beyond Disque's, after them, for a job that has options."""
-    if options is None:
+def _options_info(options, dedup) -> list:
+    """Fields beyond Disque's, after them, for a job that has options or a
+    DEDUP key (dedup: (queue, key, window end ms), or None)."""
+    if options is None and dedup is None:
         return []
+    if options is None:
+        options = JobOptions()
     return [
         b"backoff", [options.backoff_base_ms, options.backoff_max_ms]
         if options.backoff_base_ms else None,
@@ -76,8 +79,8 @@ def _options_info(options) -> list:
         b"dead-reason", options.dead_reason_name,
         b"dead-from", options.origin,
         b"priority", options.priority,
-        b"dedup-key", options.dedup_key,
-        b"dedup-until", options.dedup_until_ms or None,
+        b"dedup-key", dedup[1] if dedup else None,
+        b"dedup-until", dedup[2] if dedup else None,
     ]
 
 

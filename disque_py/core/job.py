@@ -94,7 +94,7 @@ class JobRecord(NamedTuple):
     queue: bytes
     body: bytes | None
     delivered: tuple
-    options: tuple | None = None      # JobOptions.fields(), for a job that has them
+    options: tuple | None = None      # option_fields(): its options block, if it has one
 
 
 # Where fields() puts the DEDUP pair (engine/options.pxi).

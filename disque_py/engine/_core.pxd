@@ -68,6 +68,34 @@ cdef enum:
     DEDUP_MEMORY_OVERHEAD = 170    # bytes per DEDUP key beyond the key itself
 
 
+# ------------------------------------------------- dedup.pxi's records
+
+# A (queue, key) pair naming a job until its window ends: one C block, the
+# key inline. Owned by the table's heap until the window ends, and by each
+# job whose key it is (refs); in the table's index while `live`.
+cdef struct DedupSlot:
+    uint64_t hash
+    int64_t until_ms
+    PyObject* queue                        # owned bytes: the ADDJOB's queue
+    uint32_t refs
+    uint32_t key_len
+    bint live
+    char id[40]
+    char key[1]                            # key_len bytes (allocated to fit)
+
+
+# A DEDUP key as a command, a message or a record carries it (pointers into
+# the bytes it was read from, or into a slot; key NULL: none); queue NULL:
+# the job's own. `hash`: the pair's, once computed (0: not yet).
+cdef struct DedupFields:
+    const char* key
+    Py_ssize_t key_len
+    int64_t until_ms
+    const char* queue
+    Py_ssize_t queue_len
+    uint64_t hash
+
+
 # ------------------------------------------------------------------ job.pxi
 
 cdef class Job:
@@ -81,6 +109,10 @@ cdef class Job:
     # Its JobOptions (options beyond Disque), owned, or NULL: a plain job
     # pays one pointer and no lookup.
     cdef PyObject* options_
+    # Its DEDUP key's slot in the key table (dedup.pxi), or NULL: the
+    # job holds one of the slot's references (it fills the 8 bytes the
+    # allocator rounded the record up to: no memory for a plain job).
+    cdef DedupSlot* dedup_
     # The body, in a PyMem buffer (NULL: a dummy ack, which has none).
     cdef char* body_
     # Links owned by the structures that hold the job (borrowed pointers;
@@ -117,9 +149,6 @@ cdef class JobOptions:
     cdef public uint8_t priority           # DEFAULT_PRIORITY unless ADDJOB gave one
     cdef public object deadletter          # bytes, or None: "<queue>:dead"
     cdef public object origin              # a dead job's queue before, or None
-    cdef public object dedup_key           # ADDJOB ... DEDUP key: bytes, or None
-    cdef public int64_t dedup_until_ms     # ... its window's end (unix ms)
-    cdef public object dedup_queue         # ... its ADDJOB's queue once the job moved, or None
 
     cdef bint dead_letter_due(self, Job job) noexcept
     cdef bytes dead_queue(self, Job job)
@@ -132,22 +161,22 @@ cdef JobOptions priority_options(uint8_t priority)
 
 # ---------------------------------------------------------------- dedup.pxi
 
-@cython.final
-cdef class DedupEntry:
-    cdef PyObject* next_                   # the chain in its bucket (borrowed)
-    cdef uint64_t hash
-    cdef readonly bytes queue
-    cdef readonly bytes key
-    cdef char id_[40]
-    cdef readonly int64_t until_ms
-    cdef bint live                         # in the table (the heap may outlast it)
+cdef struct DedupBucket:
+    uint64_t hash
+    DedupSlot* slot                        # NULL: empty
+
+
+cdef struct DedupPartition:
+    DedupBucket* buckets                   # open addressing, at most half full
+    uint32_t mask
+    uint32_t count
 
 
 @cython.final
 cdef class DedupTable:
-    cdef Partition* _parts
+    cdef DedupPartition* _parts
     cdef Py_ssize_t _len
-    cdef PyObject** _heap                  # owned entries, a min-heap by until_ms
+    cdef DedupSlot** _heap                 # a min-heap by until_ms (one reference each)
     cdef Py_ssize_t _heap_len
     cdef Py_ssize_t _heap_cap
     cdef public Py_ssize_t max_keys
@@ -156,17 +185,17 @@ cdef class DedupTable:
     cdef public int64_t refused        # ... refused: the table was full
     cdef public int64_t dropped        # keys of copies not kept: the table was full
 
-    cdef DedupEntry _find(self, bytes queue, bytes key, uint64_t h, const char* job_id)
-    cdef DedupEntry find(self, bytes queue, bytes key, int64_t now_ms)
-    cdef int64_t add(self, bytes queue, bytes key, const char* job_id, int64_t until_ms,
-                     bint fresh) except -1
-    cdef int64_t discard(self, bytes queue, bytes key, const char* job_id) except -1
-    cdef int _link(self, DedupEntry entry) except -1
-    cdef int _unlink(self, DedupEntry entry) except -1
-    cdef int _heap_push(self, DedupEntry entry) except -1
-    cdef DedupEntry _heap_pop(self)
-    cdef int _heap_grow(self) except -1
-    cdef int _compact_heap(self) except -1
+    cdef DedupSlot* find(self, object queue, const char* key, Py_ssize_t key_len, uint64_t h,
+                         int64_t now_ms) noexcept
+    cdef DedupSlot* add(self, object queue, const char* key, Py_ssize_t key_len, uint64_t h,
+                        const char* job_id, int64_t until_ms, bint fresh) except? NULL
+    cdef int64_t unlink(self, DedupSlot* slot) noexcept
+    cdef DedupSlot* _find_job(self, object queue, const char* key, Py_ssize_t key_len,
+                              uint64_t h, const char* job_id) noexcept
+    cdef int _link(self, DedupSlot* slot) except -1
+    cdef int _heap_push(self, DedupSlot* slot) except -1
+    cdef DedupSlot* _heap_pop(self) noexcept
+    cdef void _compact_heap(self) noexcept
     cdef void _release(self) noexcept
 
 
@@ -350,7 +379,7 @@ cdef class NodeCore:
     cdef Job create_job(self, bytes queue, Queue q, const char* body, Py_ssize_t body_len,
                         int64_t repl, int64_t delay, int64_t retry, int64_t ttl,
                         int64_t maxlen, bint async_, object client, int64_t timeout_ms,
-                        JobOptions options, int64_t now)
+                        JobOptions options, int64_t now, DedupFields* dedup)
     cdef _refuse_replication(self, int64_t extra_copies, bint external)
     cdef list take_jobs(self, list names, list queues, Py_ssize_t count)
     cdef Job take_one(self, Queue q)

@@ -73,14 +73,16 @@ cdef int copies_on_repljob(NodeCore node, bytes sender, int mflags, list jobs) e
     cdef bint reply = not mflags & MSG_NOREPLY
     cdef int64_t now = node.now_ms()
     cdef WireJob wire
+    cdef DedupFields dedup
     cdef Job job
     cdef JobOptions options
     append = node.effects.append
     for data in jobs:
         try:
             parse_wire(PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data), &wire)
+            dedup.key = NULL
             options = None if wire.options == NULL else \
-                parse_options(wire.options, wire.options_len)
+                parse_options(wire.options, wire.options_len, &dedup)
         except ValueError:
             return 0
         wire.etime += now // 1000
@@ -100,16 +102,17 @@ cdef int copies_on_repljob(NodeCore node, bytes sender, int mflags, list jobs) e
             q = node.queues.get(PyBytes_FromStringAndSize(wire.queue, wire.queue_len))
             if q is not None and (<Queue>q).flags & PAUSED_IN:
                 continue
-            job = copies_adopt(node, &wire, options, q, now, ACTIVE, True)
+            job = copies_adopt(node, &wire, options, &dedup, q, now, ACTIVE, True)
         if reply:
             append(_to_peer(sender, GOTJOB, (job.id, 0), 0))
     return 0
 
 
-cdef Job copies_adopt(NodeCore node, WireJob* wire, JobOptions options, object q, int64_t now,
-                      int state, bint persist):
+cdef Job copies_adopt(NodeCore node, WireJob* wire, JobOptions options, DedupFields* dedup,
+                      object q, int64_t now, int state, bint persist):
     """A copy received from a peer (or read from the AOF) becomes a local
-    job, with `options` (parsed from the wire job's block) if not None."""
+    job, with `options` (parsed from the wire job's block) if not None, and
+    the DEDUP key in `dedup` (key NULL: none)."""
     cdef Job job
     queue = (<Queue>q).name if q is not None else \
         PyBytes_FromStringAndSize(wire.queue, wire.queue_len)
@@ -125,8 +128,7 @@ cdef Job copies_adopt(NodeCore node, WireJob* wire, JobOptions options, object q
     if options is not None:
         node.set_options(job, options)
     node.register(job)
-    if options is not None:
-        dedup_remember(node, job, False, now)    # its LOADJOB record carries the key
+    dedup_remember_copy(node, job, dedup, now)   # its LOADJOB record carries the key
     node.update_awake(job)
     if persist:
         node.persist_job(job)

@@ -5,10 +5,10 @@
 # job's ID instead of making a job. The rules it keeps:
 #
 #   * every node that holds a copy of the job remembers its key (the key
-#     travels in the job's options, options.pxi), and so does the node that
+#     travels in the job's options block, options.pxi), and so does the node that
 #     received the ADDJOB, even when it keeps no copy;
 #   * the pair is the ADDJOB's queue and key, wherever the job moves later
-#     (dead-lettered, QREQUEUE TO: options.dedup_queue keeps that queue);
+#     (dead-lettered, QREQUEUE TO: the slot keeps the ADDJOB's queue);
 #   * two jobs with one pair (a retry that reached a node that knew neither,
 #     then copies of both) are both remembered, each until its own window
 #     ends: a duplicate gets the one whose window ends last;
@@ -38,61 +38,103 @@
 
 from cpython.mem cimport PyMem_Realloc
 
-import heapq
-
 from disque_py.core.effects import AofDedup, AofUndedup
+
+cdef extern from "Python.h":
+    # The keyed hash (SipHash, seeded per process) bytes objects use.
+    Py_hash_t _Py_HashBytes(const void* data, Py_ssize_t size)
 
 DEFAULT_DEDUP_MAX_KEYS = 1000000
 DEDUP_TABLE_FULL = "DEDUP key table is full (dedup-max-keys %d)"
 
 
-# The table is the job table's shape (table.pxi): DEDUP_PARTITIONS small
-# chained hash tables threaded through the entries, and the windows' ends
-# in a binary heap kept in a C array; entries are untracked by the cyclic
-# GC. A dict keyed by (queue, key) tuples with a heapq beside it cost three
-# times a plain ADDJOB's instructions (the tuples fed the GC's young
-# generation, every collection walked the table); this costs a hash of the
-# key (cached in the bytes object, which the job's options keep), one
-# object and a heap push.
+# The table: DEDUP_PARTITIONS small open-addressing tables (linear probing)
+# of (hash, slot) pairs, and the windows' ends in a binary heap kept in a C
+# array. A slot is one C block with the key inline (DedupSlot, _core.pxd),
+# and the job points to it: an ADDJOB with a new key costs a hash of the
+# key, one allocation and a heap push, and no Python object (a DedupEntry
+# object, the key's bytes and a JobOptions of the job's own cost 1.5 plain
+# ADDJOBs' instructions). The hashes sit in the probed array itself: a new
+# key, the producer's common case, is found absent without touching a slot
+# (chains through the slots cost a cache miss per slot on a large table,
+# which made the rate 0.68x a plain ADDJOB's).
+#
+# A slot's references: one for the heap (until its window ends, or a
+# compaction drops it once unlinked) and one per job whose key it is; it is
+# linked in its chain while `live`. A job keeps its slot, and so its key,
+# after the table forgot the pair (window ended, table cleared, ADDJOB
+# failed): the key still travels with the job, as a job's options do.
 
 cdef enum:
     DEDUP_PARTITION_BITS = 8
     DEDUP_PARTITIONS = 256
-    DEDUP_MIN_BUCKETS = 4
-    DEDUP_MAX_LOAD = 2
+    DEDUP_MIN_BUCKETS = 8
     DEDUP_HEAP_MIN = 64
 
 
-@cython.final
-@cython.no_gc
-cdef class DedupEntry:
-    """The job a (queue, key) pair names, until the window's end. Never
-    changed once made: a new job for the pair gets a new entry."""
-
-    @property
-    def job_id(self):
-        return PyBytes_FromStringAndSize(self.id_, JOB_ID_LEN)
-
-    def __repr__(self):
-        return "DedupEntry(%r, %r, %r, %d)" % (self.queue, self.key, self.job_id, self.until_ms)
+cdef inline uint64_t dedup_hash(object queue, const char* key, Py_ssize_t key_len) except? 0:
+    """The pair's hash: keyed (a client choosing keys cannot aim them at one
+    chain); the queue's is cached in its name."""
+    return <uint64_t>_Py_HashBytes(key, key_len) ^ \
+        (<uint64_t>hash(queue) * <uint64_t>0x9E3779B97F4A7C15)
 
 
-cdef inline uint64_t _pair_hash(bytes queue, bytes key) except? 0:
-    # Python's keyed hash of each (cached in the bytes objects): a client
-    # choosing keys cannot aim them at one chain.
-    return <uint64_t>hash(key) ^ (<uint64_t>hash(queue) * <uint64_t>0x9E3779B97F4A7C15)
+cdef inline bint _same_name(PyObject* name, object other) noexcept:
+    """Two queue names are equal (a queue's jobs share one object)."""
+    return name == <PyObject*>other or (
+        PyBytes_GET_SIZE(<object>name) == PyBytes_GET_SIZE(other) and
+        memcmp(PyBytes_AS_STRING(<object>name), PyBytes_AS_STRING(other),
+               PyBytes_GET_SIZE(other)) == 0)
 
 
-cdef inline int64_t _entry_memory(DedupEntry entry) noexcept:
-    return DEDUP_MEMORY_OVERHEAD + PyBytes_GET_SIZE(entry.key)
+cdef inline bint _slot_is(DedupSlot* slot, uint64_t h, object queue, const char* key,
+                          Py_ssize_t key_len) noexcept:
+    return slot.hash == h and slot.key_len == key_len and \
+        memcmp(slot.key, key, key_len) == 0 and _same_name(slot.queue, queue)
+
+
+cdef inline int64_t _slot_memory(DedupSlot* slot) noexcept:
+    return DEDUP_MEMORY_OVERHEAD + slot.key_len
+
+
+cdef inline void slot_release(DedupSlot* slot) noexcept:
+    """Drop one reference; the last one frees the slot."""
+    slot.refs -= 1
+    if slot.refs == 0:
+        Py_DECREF(<object>slot.queue)
+        PyMem_Free(slot)
+
+
+cdef inline void slot_attach(Job job, DedupSlot* slot) noexcept:
+    slot.refs += 1
+    if job.dedup_ != NULL:
+        slot_release(job.dedup_)
+    job.dedup_ = slot
+
+
+cdef DedupSlot* _new_slot(object queue, const char* key, Py_ssize_t key_len, uint64_t h,
+                          const char* job_id, int64_t until_ms) except NULL:
+    cdef DedupSlot* slot = <DedupSlot*>PyMem_Malloc(sizeof(DedupSlot) + key_len)
+    if slot == NULL:
+        raise MemoryError()
+    slot.hash = h
+    slot.until_ms = until_ms
+    Py_INCREF(queue)
+    slot.queue = <PyObject*>queue
+    slot.refs = 1                          # the heap's
+    slot.key_len = <uint32_t>key_len
+    slot.live = False
+    memcpy(slot.id, job_id, JOB_ID_LEN)
+    memcpy(slot.key, key, key_len)
+    return slot
 
 
 @cython.final
 cdef class DedupTable:
-    """(queue, key) -> DedupEntry, with the windows' ends in a heap."""
+    """(queue, key) -> the slots naming jobs, with the windows' ends in a heap."""
 
     def __cinit__(self):
-        self._parts = <Partition*>PyMem_Calloc(DEDUP_PARTITIONS, sizeof(Partition))
+        self._parts = <DedupPartition*>PyMem_Calloc(DEDUP_PARTITIONS, sizeof(DedupPartition))
         if self._parts == NULL:
             raise MemoryError()
 
@@ -109,211 +151,172 @@ cdef class DedupTable:
 
     # ------------------------------------------------------------- C API
 
-    cdef DedupEntry _find(self, bytes queue, bytes key, uint64_t h, const char* job_id):
-        """The pair's entry for that job."""
-        cdef Partition* part = &self._parts[h & (DEDUP_PARTITIONS - 1)]
-        cdef PyObject* entry
+    cdef DedupSlot* find(self, object queue, const char* key, Py_ssize_t key_len, uint64_t h,
+                         int64_t now_ms) noexcept:
+        """The pair's slot whose window ends last, or NULL (none open)."""
+        cdef DedupPartition* part = &self._parts[h & (DEDUP_PARTITIONS - 1)]
+        cdef DedupBucket* bucket
+        cdef DedupSlot* slot
+        cdef DedupSlot* best = NULL
+        cdef uint32_t i
         if part.buckets == NULL:
-            return None
-        entry = part.buckets[(h >> DEDUP_PARTITION_BITS) & part.mask]
-        while entry != NULL:
-            if (<DedupEntry>entry).hash == h and \
-                    memcmp((<DedupEntry>entry).id_, job_id, JOB_ID_LEN) == 0 and \
-                    (<DedupEntry>entry).key == key and (<DedupEntry>entry).queue == queue:
-                return <DedupEntry>entry
-            entry = (<DedupEntry>entry).next_
-        return None
-
-    cdef DedupEntry find(self, bytes queue, bytes key, int64_t now_ms):
-        """The pair's entry whose window ends last, or None (none open)."""
-        cdef uint64_t h = _pair_hash(queue, key)
-        cdef Partition* part = &self._parts[h & (DEDUP_PARTITIONS - 1)]
-        cdef PyObject* entry
-        cdef DedupEntry best = None
-        if part.buckets == NULL:
-            return None
-        entry = part.buckets[(h >> DEDUP_PARTITION_BITS) & part.mask]
-        while entry != NULL:
-            if (<DedupEntry>entry).hash == h and (<DedupEntry>entry).until_ms > now_ms and \
-                    (best is None or (<DedupEntry>entry).until_ms > best.until_ms) and \
-                    (<DedupEntry>entry).key == key and (<DedupEntry>entry).queue == queue:
-                best = <DedupEntry>entry
-            entry = (<DedupEntry>entry).next_
+            return NULL
+        i = (h >> DEDUP_PARTITION_BITS) & part.mask
+        bucket = &part.buckets[i]
+        while bucket.slot != NULL:
+            if bucket.hash == h:
+                slot = bucket.slot
+                if slot.until_ms > now_ms and (best == NULL or slot.until_ms > best.until_ms) \
+                        and _slot_is(slot, h, queue, key, key_len):
+                    best = slot
+            i = (i + 1) & part.mask
+            bucket = &part.buckets[i]
         return best
 
-    cdef int64_t add(self, bytes queue, bytes key, const char* job_id, int64_t until_ms,
-                     bint fresh) except -1:
-        """Remember the pair for job_id; the memory it took (0: known
-        already, or the table is full: counted in `dropped`). `fresh`: a job
-        just made, which cannot be here yet."""
-        cdef uint64_t h = _pair_hash(queue, key)
-        cdef DedupEntry entry
-        if not fresh and self._find(queue, key, h, job_id) is not None:
-            return 0
+    cdef DedupSlot* _find_job(self, object queue, const char* key, Py_ssize_t key_len,
+                              uint64_t h, const char* job_id) noexcept:
+        """The pair's slot for that job, or NULL."""
+        cdef DedupPartition* part = &self._parts[h & (DEDUP_PARTITIONS - 1)]
+        cdef uint32_t i
+        cdef DedupSlot* slot
+        if part.buckets == NULL:
+            return NULL
+        i = (h >> DEDUP_PARTITION_BITS) & part.mask
+        while part.buckets[i].slot != NULL:
+            slot = part.buckets[i].slot
+            if part.buckets[i].hash == h and memcmp(slot.id, job_id, JOB_ID_LEN) == 0 and \
+                    _slot_is(slot, h, queue, key, key_len):
+                return slot
+            i = (i + 1) & part.mask
+        return NULL
+
+    cdef DedupSlot* add(self, object queue, const char* key, Py_ssize_t key_len, uint64_t h,
+                        const char* job_id, int64_t until_ms, bint fresh) except? NULL:
+        """Remember the pair for job_id: its slot (the one known already, for
+        a pair and job seen before), or NULL when the table is full (counted
+        in `dropped`). `fresh`: a job just made, which cannot be here yet."""
+        cdef DedupSlot* slot
+        if not fresh:
+            slot = self._find_job(queue, key, key_len, h, job_id)
+            if slot != NULL:
+                return slot
         if self._len >= self.max_keys:
             self.dropped += 1
-            return 0
-        entry = DedupEntry.__new__(DedupEntry)
-        entry.hash = h
-        entry.queue = queue
-        entry.key = key
-        memcpy(entry.id_, job_id, JOB_ID_LEN)
-        entry.until_ms = until_ms
-        self._link(entry)
-        self._heap_push(entry)
-        self.memory += _entry_memory(entry)
-        return _entry_memory(entry)
+            return NULL
+        slot = _new_slot(queue, key, key_len, h, job_id, until_ms)
+        self._heap_push(slot)
+        self._link(slot)
+        self.memory += _slot_memory(slot)
+        return slot
 
-    cdef int64_t discard(self, bytes queue, bytes key, const char* job_id) except -1:
-        """Forget the pair for job_id; the memory freed."""
-        cdef DedupEntry found = self._find(queue, key, _pair_hash(queue, key), job_id)
-        if found is None:
-            return 0
-        self._unlink(found)
-        self.memory -= _entry_memory(found)
-        return _entry_memory(found)
-
-    cdef int _link(self, DedupEntry entry) except -1:
-        cdef Partition* part = &self._parts[entry.hash & (DEDUP_PARTITIONS - 1)]
-        cdef PyObject** slot
-        if part.buckets == NULL:
-            _resize_dedup(part, DEDUP_MIN_BUCKETS)
-        slot = &part.buckets[(entry.hash >> DEDUP_PARTITION_BITS) & part.mask]
-        Py_INCREF(entry)
-        entry.next_ = slot[0]
-        slot[0] = <PyObject*>entry
-        entry.live = True
-        part.count += 1
-        self._len += 1
-        if part.count > (part.mask + 1) * DEDUP_MAX_LOAD:
-            _resize_dedup(part, (part.mask + 1) * 2)
-        return 0
-
-    cdef int _unlink(self, DedupEntry entry) except -1:
-        cdef Partition* part = &self._parts[entry.hash & (DEDUP_PARTITIONS - 1)]
-        cdef PyObject** link = &part.buckets[(entry.hash >> DEDUP_PARTITION_BITS) & part.mask]
-        while link[0] != <PyObject*>entry:
-            link = &(<DedupEntry>link[0]).next_
-        link[0] = entry.next_
-        entry.next_ = NULL
-        entry.live = False
+    cdef int64_t unlink(self, DedupSlot* slot) noexcept:
+        """Forget a live slot's pair (its references stay where they are);
+        the memory freed."""
+        cdef DedupPartition* part = &self._parts[slot.hash & (DEDUP_PARTITIONS - 1)]
+        cdef uint32_t i = (slot.hash >> DEDUP_PARTITION_BITS) & part.mask
+        cdef int64_t freed = _slot_memory(slot)
+        while part.buckets[i].slot != slot:
+            i = (i + 1) & part.mask
+        _close_gap(part, i)
+        slot.live = False
         part.count -= 1
         self._len -= 1
-        Py_DECREF(entry)          # the heap still holds one
+        self.memory -= freed
         if self._len * 2 + DEDUP_HEAP_MIN < self._heap_len:
-            self._compact_heap()  # discarded entries would wait for their window there
+            self._compact_heap()  # may free the slot: unlinked ones would wait there
+        return freed
+
+    cdef int _link(self, DedupSlot* slot) except -1:
+        cdef DedupPartition* part = &self._parts[slot.hash & (DEDUP_PARTITIONS - 1)]
+        if part.buckets == NULL:
+            _resize_dedup(part, DEDUP_MIN_BUCKETS)
+        elif (part.count + 1) * 2 > part.mask + 1:       # at most half full
+            _resize_dedup(part, (part.mask + 1) * 2)
+        _place(part, slot.hash, slot)
+        slot.live = True
+        part.count += 1
+        self._len += 1
         return 0
 
-    # The heap: owned references, ordered by until_ms.
+    # The heap: one reference per slot, ordered by until_ms.
 
-    cdef int _heap_push(self, DedupEntry entry) except -1:
+    cdef int _heap_push(self, DedupSlot* slot) except -1:
         cdef Py_ssize_t i = self._heap_len, parent
-        cdef PyObject** heap
+        cdef DedupSlot** heap
         if i == self._heap_cap:
-            self._heap_grow()
+            _grow_heap(self)
         heap = self._heap
-        Py_INCREF(entry)
         while i > 0:
             parent = (i - 1) >> 1
-            if (<DedupEntry>heap[parent]).until_ms <= entry.until_ms:
+            if heap[parent].until_ms <= slot.until_ms:
                 break
             heap[i] = heap[parent]
             i = parent
-        heap[i] = <PyObject*>entry
+        heap[i] = slot
         self._heap_len += 1
         return 0
 
-    cdef DedupEntry _heap_pop(self):
-        """The earliest entry, its reference handed to the caller."""
-        cdef PyObject** heap = self._heap
-        cdef DedupEntry first = <DedupEntry>heap[0]
-        cdef PyObject* last
-        cdef Py_ssize_t i = 0, child, n
+    cdef DedupSlot* _heap_pop(self) noexcept:
+        """The earliest slot, its reference handed to the caller."""
+        cdef DedupSlot** heap = self._heap
+        cdef DedupSlot* first = heap[0]
         self._heap_len -= 1
-        n = self._heap_len
-        last = heap[n]
-        while True:
-            child = 2 * i + 1
-            if child >= n:
-                break
-            if child + 1 < n and (<DedupEntry>heap[child + 1]).until_ms < \
-                    (<DedupEntry>heap[child]).until_ms:
-                child += 1
-            if (<DedupEntry>last).until_ms <= (<DedupEntry>heap[child]).until_ms:
-                break
-            heap[i] = heap[child]
-            i = child
-        heap[i] = last
-        Py_DECREF(first)          # the caller's typed variable holds its own
+        _sift_down(heap, self._heap_len, 0, heap[self._heap_len])
         return first
 
-    cdef int _heap_grow(self) except -1:
-        cdef Py_ssize_t capacity = self._heap_cap * 2 if self._heap_cap else DEDUP_HEAP_MIN
-        cdef PyObject** grown = <PyObject**>PyMem_Realloc(self._heap, capacity * sizeof(PyObject*))
-        if grown == NULL:
-            raise MemoryError()
-        self._heap = grown
-        self._heap_cap = capacity
-        return 0
-
-    cdef int _compact_heap(self) except -1:
-        """Keep the live entries only, re-ordered (a discard made the heap
-        hold more dead entries than live ones)."""
-        cdef Py_ssize_t i, kept = 0, n = self._heap_len
-        cdef PyObject** heap = self._heap
-        live = []
-        for i in range(n):
-            if (<DedupEntry>heap[i]).live:
-                live.append(<object>heap[i])
-            Py_DECREF(<object>heap[i])
-        self._heap_len = 0
-        live.sort(key=_until)
-        for entry in live:
-            self._heap_push(<DedupEntry>entry)      # sorted: each push is one comparison
-        return 0
+    cdef void _compact_heap(self) noexcept:
+        """Keep the live slots only, re-ordered (unlinking made the heap
+        hold more dead slots than live ones)."""
+        cdef Py_ssize_t i, kept = 0
+        cdef DedupSlot** heap = self._heap
+        for i in range(self._heap_len):
+            if heap[i].live:
+                heap[kept] = heap[i]
+                kept += 1
+            else:
+                slot_release(heap[i])
+        self._heap_len = kept
+        for i in range(kept // 2 - 1, -1, -1):
+            _sift_down(heap, kept, i, heap[i])
 
     # -------------------------------------------------------- Python API
 
     def expire(self, int64_t now_ms, Py_ssize_t limit):
         """Forget up to `limit` pairs whose window ended; the memory freed."""
         cdef int64_t freed = 0
-        cdef DedupEntry entry
-        while self._heap_len and limit > 0 and \
-                (<DedupEntry>self._heap[0]).until_ms <= now_ms:
-            entry = self._heap_pop()
+        cdef DedupSlot* slot
+        while self._heap_len and limit > 0 and self._heap[0].until_ms <= now_ms:
+            slot = self._heap_pop()
             limit -= 1
-            if entry.live:
-                self._unlink(entry)
-                freed += _entry_memory(entry)
-        self.memory -= freed
+            if slot.live:
+                freed += self.unlink(slot)
+            slot_release(slot)
         return freed
 
     def next_due(self):
         """When the earliest window ends (ms), or None."""
-        return (<DedupEntry>self._heap[0]).until_ms if self._heap_len else None
+        return self._heap[0].until_ms if self._heap_len else None
 
     def lookup(self, bytes queue, bytes key, int64_t now_ms):
         """The job ID the pair names now, or None."""
-        entry = self.find(queue, key, now_ms)
-        return None if entry is None else entry.job_id
+        cdef Py_ssize_t size = PyBytes_GET_SIZE(key)
+        cdef DedupSlot* slot = self.find(queue, PyBytes_AS_STRING(key), size,
+                                         dedup_hash(queue, PyBytes_AS_STRING(key), size), now_ms)
+        return None if slot == NULL else PyBytes_FromStringAndSize(slot.id, JOB_ID_LEN)
 
     def items(self):
         """[(queue, key, job ID, window end ms)], a snapshot."""
         cdef Py_ssize_t p
         cdef uint32_t i
-        cdef PyObject* entry
-        cdef Partition* part
+        cdef DedupPartition* part
         found = []
         for p in range(DEDUP_PARTITIONS):
             part = &self._parts[p]
             if part.buckets == NULL:
                 continue
             for i in range(part.mask + 1):
-                entry = part.buckets[i]
-                while entry != NULL:
-                    found.append(((<DedupEntry>entry).queue, (<DedupEntry>entry).key,
-                                  (<DedupEntry>entry).job_id, (<DedupEntry>entry).until_ms))
-                    entry = (<DedupEntry>entry).next_
+                if part.buckets[i].slot != NULL:
+                    found.append(slot_fields(part.buckets[i].slot))
         return found
 
     def clear(self):
@@ -325,80 +328,129 @@ cdef class DedupTable:
         for i in range(DEDUP_PARTITIONS):
             _release_dedup_partition(&self._parts[i])
         for i in range(self._heap_len):
-            Py_DECREF(<object>self._heap[i])
+            slot_release(self._heap[i])
         PyMem_Free(self._heap)
         self._heap = NULL
         self._heap_len = self._heap_cap = 0
         self._len = 0
 
 
-def _until(DedupEntry entry):
-    return entry.until_ms
+cdef tuple slot_fields(DedupSlot* slot):
+    """(queue, key, job ID, window end ms)"""
+    return (<object>slot.queue, PyBytes_FromStringAndSize(slot.key, slot.key_len),
+            PyBytes_FromStringAndSize(slot.id, JOB_ID_LEN), slot.until_ms)
 
 
-cdef int _resize_dedup(Partition* part, uint32_t size) except -1:
-    cdef PyObject** buckets = <PyObject**>PyMem_Calloc(size, sizeof(PyObject*))
-    cdef PyObject* entry
-    cdef PyObject* following
-    cdef PyObject** slot
-    cdef uint32_t i
-    if buckets == NULL:
+cdef void _sift_down(DedupSlot** heap, Py_ssize_t n, Py_ssize_t i, DedupSlot* moving) noexcept:
+    """Put `moving` at i, or below it: the heap of n slots stays ordered."""
+    cdef Py_ssize_t child
+    while True:
+        child = 2 * i + 1
+        if child >= n:
+            break
+        if child + 1 < n and heap[child + 1].until_ms < heap[child].until_ms:
+            child += 1
+        if moving.until_ms <= heap[child].until_ms:
+            break
+        heap[i] = heap[child]
+        i = child
+    heap[i] = moving
+
+
+cdef int _grow_heap(DedupTable table) except -1:
+    cdef Py_ssize_t capacity = table._heap_cap * 2 if table._heap_cap else DEDUP_HEAP_MIN
+    cdef DedupSlot** grown = <DedupSlot**>PyMem_Realloc(table._heap,
+                                                         capacity * sizeof(DedupSlot*))
+    if grown == NULL:
         raise MemoryError()
-    if part.buckets != NULL:
-        for i in range(part.mask + 1):
-            entry = part.buckets[i]
-            while entry != NULL:
-                following = (<DedupEntry>entry).next_
-                slot = &buckets[((<DedupEntry>entry).hash >> DEDUP_PARTITION_BITS) & (size - 1)]
-                (<DedupEntry>entry).next_ = slot[0]
-                slot[0] = entry
-                entry = following
-        PyMem_Free(part.buckets)
-    part.buckets = buckets
-    part.mask = size - 1
+    table._heap = grown
+    table._heap_cap = capacity
     return 0
 
 
-cdef void _release_dedup_partition(Partition* part) noexcept:
+cdef inline void _place(DedupPartition* part, uint64_t h, DedupSlot* slot) noexcept:
+    cdef uint32_t i = (h >> DEDUP_PARTITION_BITS) & part.mask
+    while part.buckets[i].slot != NULL:
+        i = (i + 1) & part.mask
+    part.buckets[i].hash = h
+    part.buckets[i].slot = slot
+
+
+cdef void _close_gap(DedupPartition* part, uint32_t gap) noexcept:
+    """Empty bucket `gap` and pull back the pairs probing past it, so every
+    pair stays reachable from its home bucket without tombstones."""
+    cdef uint32_t i = gap, home
+    while True:
+        i = (i + 1) & part.mask
+        if part.buckets[i].slot == NULL:
+            break
+        home = (part.buckets[i].hash >> DEDUP_PARTITION_BITS) & part.mask
+        # Move it unless its home lies cyclically in (gap, i].
+        if (i > gap and (home <= gap or home > i)) or (i < gap and home <= gap and home > i):
+            part.buckets[gap] = part.buckets[i]
+            gap = i
+    part.buckets[gap].slot = NULL
+    part.buckets[gap].hash = 0
+
+
+cdef int _resize_dedup(DedupPartition* part, uint32_t size) except -1:
+    cdef DedupBucket* old = part.buckets
+    cdef uint32_t i, old_size = part.mask + 1 if old != NULL else 0
+    cdef DedupBucket* buckets = <DedupBucket*>PyMem_Calloc(size, sizeof(DedupBucket))
+    if buckets == NULL:
+        raise MemoryError()
+    part.buckets = buckets
+    part.mask = size - 1
+    for i in range(old_size):
+        if old[i].slot != NULL:
+            _place(part, old[i].hash, old[i].slot)
+    PyMem_Free(old)
+    return 0
+
+
+cdef void _release_dedup_partition(DedupPartition* part) noexcept:
+    """Unlink every slot (the heap and the jobs hold their references)."""
     cdef uint32_t i
-    cdef PyObject* entry
-    cdef PyObject* following
     if part.buckets == NULL:
         return
     for i in range(part.mask + 1):
-        entry = part.buckets[i]
-        while entry != NULL:
-            following = (<DedupEntry>entry).next_
-            (<DedupEntry>entry).next_ = NULL
-            (<DedupEntry>entry).live = False
-            Py_DECREF(<object>entry)
-            entry = following
+        if part.buckets[i].slot != NULL:
+            part.buckets[i].slot.live = False
     PyMem_Free(part.buckets)
     part.buckets = NULL
     part.mask = 0
     part.count = 0
 
 
-cdef object dedup_duplicate(NodeCore node, bytes queue, bytes key, object client,
-                            int64_t timeout_ms, int64_t repl, int64_t now):
-    """ADDJOB ... DEDUP key (REPLICATE `repl`, -1: the default) at `now`: None when
-    the job is to be made; else the earlier job's DedupEntry (its ID is the
-    answer), or a Waiter: `client` parks until the first ADDJOB's outcome
-    while it still waits here, or until `repl` (at most the job's own)
-    holders confirm their copies (or its own timeout). Raises -OOM when a
-    new key would not fit, NOREPL when too few nodes are reachable."""
+# ------------------------------------------------ the rules, for node.pxi
+
+cdef object dedup_duplicate(NodeCore node, object queue, DedupFields* wanted, object client,
+                            int64_t timeout_ms, int64_t repl, int64_t now,
+                            DedupSlot** answer):
+    """ADDJOB ... DEDUP key (REPLICATE `repl`, -1: the default) at `now`,
+    `wanted` with its pair's hash: None when the job is to be made (answer
+    NULL), or when the earlier job's ID is the answer (its slot in
+    `answer`); else a Waiter: `client` parks until the first ADDJOB's
+    outcome while it still waits here, or until `repl` (at most the job's
+    own) holders confirm their copies (or its own timeout). Raises -OOM
+    when a new key would not fit, NOREPL when too few nodes are reachable."""
     cdef DedupTable table = node.dedup
-    cdef DedupEntry found = table.find(queue, key, now)
+    cdef DedupSlot* found
     cdef Job first
-    if found is None:
+    if wanted.hash == 0:
+        wanted.hash = dedup_hash(queue, wanted.key, wanted.key_len)
+    found = table.find(queue, wanted.key, wanted.key_len, wanted.hash, now)
+    answer[0] = NULL
+    if found == NULL:
         if table._len >= table.max_keys:
             table.refused += 1
             raise OutOfMemoryError(DEDUP_TABLE_FULL % table.max_keys)
         return None
     table.hits += 1
-    first = node.jobs.find(found.id_)
+    first = node.jobs.find(found.id)
     if first is None or first.state == ACKED or first.flags & FLAG_CONFIRMED:
-        return found
+        answer[0] = found
+        return None
     deadline = now + timeout_ms if timeout_ms else 0
     if first.state == WAIT_REPL:
         return node.follow_replication(first, client, deadline)
@@ -409,40 +461,66 @@ cdef object dedup_duplicate(NodeCore node, bytes queue, bytes key, object client
         repl = first.repl
     if repl <= 1:                          # this copy is all it asks for: keep it
         dedup_promise(node, first)
-        return found
+        answer[0] = found
+        return None
     if repl - 1 > node.reachable_peers or repl > PyTuple_GET_SIZE(<object>first.delivered_):
         raise NoReplError(NOT_ENOUGH_NODES)       # too few nodes, or holders, to confirm
     return node.confirm_copies(first, client, deadline, repl)
 
 
-cdef inline object dedup_queue_of(Job job, JobOptions options):
-    """The queue of the job's ADDJOB: the pair's first half."""
-    return options.dedup_queue if options.dedup_queue is not None else <object>job.queue_
+cdef DedupFields* dedup_fields_of(Job job, DedupFields* out) noexcept:
+    """The job's key as a message carries it (queue NULL: the job's own
+    queue), or NULL: it has none."""
+    cdef DedupSlot* slot = job.dedup_
+    if slot == NULL:
+        return NULL
+    out.key = slot.key
+    out.key_len = slot.key_len
+    out.until_ms = slot.until_ms
+    out.hash = slot.hash
+    if job.queue_ != NULL and _same_name(slot.queue, <object>job.queue_):
+        out.queue = NULL
+        out.queue_len = 0
+    else:
+        out.queue = PyBytes_AS_STRING(<object>slot.queue)
+        out.queue_len = PyBytes_GET_SIZE(<object>slot.queue)
+    return out
 
 
-cdef inline void dedup_moving(JobOptions options, object old_queue) noexcept:
-    """The job leaves `old_queue`: its DEDUP pair stays the ADDJOB's."""
-    if options.dedup_key is not None and options.dedup_queue is None:
-        options.dedup_queue = old_queue
-
-
-cdef int dedup_remember(NodeCore node, Job job, bint made_here, int64_t now) except -1:
-    """Remember the key of a job that has one, unless its window ended by
-    `now`. `made_here`: the job was
-    just made by this node's ADDJOB (nothing to search for); if it keeps
-    no copy (`external`) nor LOADJOB record, its key gets a DEDUP record."""
-    cdef JobOptions options
-    cdef int64_t added
-    if job.options_ == NULL:
+cdef int dedup_remember(NodeCore node, Job job, object queue, DedupFields* fields, bint fresh,
+                        int64_t now) except -1:
+    """Remember the key of `job` for the pair (queue, fields' key), unless
+    its window ended by `now`; the job gets the slot. `fresh`: the job was
+    just made by this node's ADDJOB (nothing to search for). 1 if
+    remembered (0: window ended, or the table is full)."""
+    cdef DedupTable table = node.dedup
+    cdef int64_t before = table.memory
+    cdef DedupSlot* slot
+    if fields.until_ms <= now:
         return 0
-    options = <JobOptions>job.options_
-    if options.dedup_key is None or options.dedup_until_ms <= now:
+    if fields.hash == 0:
+        fields.hash = dedup_hash(queue, fields.key, fields.key_len)
+    slot = table.add(queue, fields.key, fields.key_len, fields.hash, job.id_, fields.until_ms,
+                     fresh)
+    if slot == NULL:
         return 0
-    queue = dedup_queue_of(job, options)
-    added = node.dedup.add(queue, options.dedup_key, job.id_, options.dedup_until_ms,
-                           made_here)
-    node.used_memory += added
-    return added
+    node.used_memory += table.memory - before
+    slot_attach(job, slot)
+    return 1
+
+
+cdef int dedup_remember_copy(NodeCore node, Job job, DedupFields* fields, int64_t now) except -1:
+    """A copy's key, as its message or record carried it."""
+    if fields.key == NULL:
+        return 0
+    if fields.queue == NULL:
+        queue = <object>job.queue_
+    else:
+        queue = PyBytes_FromStringAndSize(fields.queue, fields.queue_len)
+        known = node.queues.get(queue)
+        if known is not None:
+            queue = (<Queue>known).name
+    return dedup_remember(node, job, queue, fields, False, now)
 
 
 cdef int dedup_promise(NodeCore node, Job job) except -1:
@@ -461,29 +539,18 @@ cdef int dedup_log(NodeCore node, Job job) except -1:
     """A DEDUP record for the key of a job no LOADJOB record here carries
     (written once its copies are made: a restart must not bring back the
     key of an ADDJOB that did not succeed)."""
-    cdef JobOptions options
-    if job.options_ == NULL or (<JobOptions>job.options_).dedup_key is None:
-        return 0
-    options = <JobOptions>job.options_
-    if node.aof_enabled:
-        node.effects.append(AofDedup(dedup_queue_of(job, options), options.dedup_key, job.id,
-                                     options.dedup_until_ms))
+    if job.dedup_ != NULL and node.aof_enabled:
+        node.effects.append(AofDedup(*slot_fields(job.dedup_)))
     return 0
 
 
 cdef int dedup_forget(NodeCore node, Job job) except -1:
     """The ADDJOB that made `job` failed: its key no longer names it."""
-    cdef JobOptions options
-    cdef int64_t freed
-    if job.options_ == NULL:
+    cdef DedupSlot* slot = job.dedup_
+    if slot == NULL or not slot.live:
         return 0
-    options = <JobOptions>job.options_
-    if options.dedup_key is None:
-        return 0
-    queue = dedup_queue_of(job, options)
-    freed = node.dedup.discard(queue, options.dedup_key, job.id_)
-    if freed:
-        node.used_memory -= freed
-        if node.aof_enabled:
-            node.effects.append(AofUndedup(queue, options.dedup_key, job.id))
+    node.used_memory -= node.dedup.unlink(slot)
+    if node.aof_enabled:
+        queue, key, job_id, _ = slot_fields(slot)
+        node.effects.append(AofUndedup(queue, key, job_id))
     return 0

@@ -209,10 +209,12 @@ cdef int _addjob(HotCall call, ArgView* argv, Py_ssize_t argc) except -1:
     cdef int64_t backoff_base = 0, backoff_max = 0, max_deliveries = 0
     cdef int64_t priority = DEFAULT_PRIORITY, window = 0, now
     cdef bint async_ = False
-    cdef Py_ssize_t i = 4
+    cdef Py_ssize_t i = 4, dedup_at = 0
     cdef NodeCore node = call.node
     cdef Job job
-    deadletter = dedup_key = None
+    cdef DedupFields dedup
+    cdef DedupSlot* first
+    deadletter = None
     while i < argc:
         option = argv[i]
         i += 1
@@ -251,7 +253,7 @@ cdef int _addjob(HotCall call, ArgView* argv, Py_ssize_t argc) except -1:
         elif _is_option(option, b"dedup", 5) and i < argc:
             if not 0 < argv[i].size <= MAX_DEDUP_KEY:
                 raise CommandError(DEDUP_KEY_SIZE)
-            dedup_key = call.arg_bytes(argv[i])
+            dedup_at = i
         elif _is_option(option, b"window", 6) and i < argc:
             if not _parse_int(argv[i], &window) or not 0 < window <= MAX_WINDOW_S:
                 raise CommandError(WINDOW_POSITIVE)
@@ -260,19 +262,21 @@ cdef int _addjob(HotCall call, ArgView* argv, Py_ssize_t argc) except -1:
         i += 1
     timeout = _timeout(argv[3])
     options = _job_options(call, argv[1], backoff_base, backoff_max, max_deliveries, deadletter,
-                           priority, dedup_key is not None)
+                           priority)
     name = call.queue_name(argv[1])
     now = node.now_ms()                   # the one clock read of the command
-    if dedup_key is not None:
-        first = dedup_duplicate(node, name, dedup_key, call.session, timeout, repl, now)
-        if first is not None:
-            return _answer_duplicate(call, first)
-        options.dedup_key = dedup_key
-        options.dedup_until_ms = now + (window or ttl) * 1000
+    if dedup_at:
+        dedup.key, dedup.key_len = argv[dedup_at].data, argv[dedup_at].size
+        dedup.queue, dedup.hash = NULL, 0
+        dedup.until_ms = now + (window or ttl) * 1000
+        waiter = dedup_duplicate(node, name, &dedup, call.session, timeout, repl, now, &first)
+        if first != NULL or waiter is not None:
+            return _answer_duplicate(call, first, waiter)
     elif window:
         raise CommandError(WINDOW_NEEDS_DEDUP)
     job = node.create_job(name, call.found, argv[2].data, argv[2].size, repl, delay, retry, ttl,
-                          maxlen, async_, call.session, timeout, options, now)
+                          maxlen, async_, call.session, timeout, options, now,
+                          &dedup if dedup_at else NULL)
     if job.state == WAIT_REPL:
         call.waiter = node.more(job).waiter
         call.overlaps = True
@@ -282,15 +286,15 @@ cdef int _addjob(HotCall call, ArgView* argv, Py_ssize_t argc) except -1:
     return call.out.write(b"\r\n", 2)
 
 
-cdef int _answer_duplicate(HotCall call, object first) except -1:
+cdef int _answer_duplicate(HotCall call, DedupSlot* first, object waiter) except -1:
     """An ADDJOB whose DEDUP key names an earlier job: its ID, as the first
     ADDJOB was answered, or the wait for that answer (dedup.pxi)."""
-    if type(first) is not DedupEntry:
-        call.waiter = first
+    if first == NULL:
+        call.waiter = waiter
         call.overlaps = True
         return HOT_PARKED
     call.out.write(b"+", 1)
-    call.out.write((<DedupEntry>first).id_, JOB_ID_LEN)
+    call.out.write(first.id, JOB_ID_LEN)
     return call.out.write(b"\r\n", 2)
 
 
@@ -308,16 +312,16 @@ cdef int _nack(HotCall call, ArgView* argv, Py_ssize_t argc) except -1:
 
 cdef JobOptions _job_options(HotCall call, ArgView queue, int64_t backoff_base,
                              int64_t backoff_max, int64_t max_deliveries, object deadletter,
-                             int64_t priority, bint own):
-    """ADDJOB's options beyond Disque, checked (None when it has none;
-    `own`: a JobOptions of the job's own, never a shared one)."""
+                             int64_t priority):
+    """ADDJOB's options beyond Disque but DEDUP, checked (None when it has
+    none)."""
     if deadletter is not None:
         if not max_deliveries:
             raise CommandError(DEADLETTER_NEEDS_MAXDELIVERIES)
         if PyBytes_GET_SIZE(deadletter) == queue.size and \
                 memcmp(PyBytes_AS_STRING(deadletter), queue.data, queue.size) == 0:
             raise CommandError(DEADLETTER_SAME_QUEUE)
-    if not (backoff_base or max_deliveries or own):
+    if not (backoff_base or max_deliveries):
         return None if priority == DEFAULT_PRIORITY else priority_options(<uint8_t>priority)
     return new_job_options(backoff_base, backoff_max, max_deliveries, deadletter,
                            <uint8_t>priority)

@@ -13,7 +13,7 @@
 #             a "dummy ack", an ACKJOB for an ID never seen here).
 #
 # Memory is the product: a node holds millions of these, so the record is
-# one 160-byte object plus its body, with no Python containers of its own.
+# one 176-byte object plus its body, with no Python containers of its own.
 # It holds no reference that can lead back to a job (raw pointers to a
 # bytes name and a tuple of bytes), so the cyclic GC never tracks it. The
 # table, the queue and the awake schedule that hold a job each own one
@@ -73,6 +73,8 @@ cdef class Job:
         Py_XDECREF(self.queue_)
         Py_XDECREF(self.delivered_)
         Py_XDECREF(self.options_)
+        if self.dedup_ != NULL:
+            slot_release(self.dedup_)
 
     @property
     def id(self):
@@ -86,6 +88,14 @@ cdef class Job:
     def options(self):
         """Its JobOptions, or None (NodeCore.set_options gives them)."""
         return <object>self.options_ if self.options_ != NULL else None
+
+    @property
+    def dedup(self):
+        """(the ADDJOB's queue, its DEDUP key, the window's end in ms), or
+        None: the job has no key (dedup.pxi)."""
+        if self.dedup_ == NULL:
+            return None
+        return slot_fields(self.dedup_)[:2] + (self.dedup_.until_ms,)
 
     @property
     def queue(self):

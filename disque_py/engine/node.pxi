@@ -355,19 +355,29 @@ cdef class NodeCore:
     def restore_dedup(self, bytes queue, bytes key, bytes job_id, int64_t until_ms,
                       bint forget=False):
         """A DEDUP (or, with `forget`, UNDEDUP) record read from the AOF."""
+        cdef DedupTable table = self.dedup
+        cdef int64_t before = table.memory
+        cdef DedupSlot* slot
+        cdef Py_ssize_t size = PyBytes_GET_SIZE(key)
         if not id_is_valid(PyBytes_AS_STRING(job_id), PyBytes_GET_SIZE(job_id)):
             raise ValueError("not a job ID")
+        h = dedup_hash(queue, PyBytes_AS_STRING(key), size)
         if forget:
-            self.used_memory -= self.dedup.discard(queue, key, PyBytes_AS_STRING(job_id))
+            slot = table._find_job(queue, PyBytes_AS_STRING(key), size, h,
+                                   PyBytes_AS_STRING(job_id))
+            if slot != NULL:
+                table.unlink(slot)
         elif until_ms > self.now_ms():
-            self.used_memory += self.dedup.add(queue, key, PyBytes_AS_STRING(job_id), until_ms,
-                                               False)
+            table.add(queue, PyBytes_AS_STRING(key), size, h, PyBytes_AS_STRING(job_id),
+                      until_ms, False)
+        self.used_memory += table.memory - before
 
     def job_bytes(self, Job job, now_s=None, bytes peer=None):
         """A job's bytes with its options: for the AOF (now_s None) or for a
         message to `peer` (in the newest block version it reads)."""
         return serialize(job, -1 if now_s is None else now_s,
-                         self.readable_by(peer) if job.options_ != NULL else 0)
+                         self.readable_by(peer)
+                         if job.options_ != NULL or job.dedup_ != NULL else 0)
 
     cpdef set_options(self, Job job, JobOptions options):
         """Give a job its options (None: take them away)."""
@@ -382,7 +392,6 @@ cdef class NodeCore:
         old = <bytes>job.queue_
         dead = options.dead_queue(job)
         found = self.queues.get(dead)
-        dedup_moving(options, old)
         set_job_queue(job, (<Queue>found).name if found is not None else dead)
         options.origin = old
         options.dead_reason = DEAD_MAX_DELIVERIES
@@ -420,7 +429,6 @@ cdef class NodeCore:
             self.dequeue(job)
             target = to_queue if to_queue is not None else options.origin
             existing = self.queues.get(target)
-            dedup_moving(options, <object>(<Job>job).queue_)
             set_job_queue(job, (<Queue>existing).name if existing is not None else target)
             options.dead_reason, options.origin = DEAD_NONE, None
             job.nacks = job.deliveries = 0
@@ -509,34 +517,44 @@ cdef class NodeCore:
 
     def add_job(self, bytes queue, bytes body, repl, int64_t delay, retry, int64_t ttl,
                 int64_t maxlen, bint async_, client=None, int64_t timeout_ms=0,
-                JobOptions options=None):
+                JobOptions options=None, bytes dedup_key=None, int64_t dedup_until_ms=0):
         """Create a job (repl and retry None: the defaults). It comes back
         queued (or active, when delayed), or in wait-repl state with
         self.more(job).waiter parked for `client` when the producer must
-        wait for its copies (timeout 0: no deadline). With a DEDUP key in
-        `options` (its window ending at dedup_until_ms, or with the TTL when
-        0) that names an earlier job, no job is made: the answer is that
-        job's ID, or a Waiter for its outcome (dedup.pxi)."""
+        wait for its copies (timeout 0: no deadline). With a `dedup_key`
+        (its window ending at dedup_until_ms, or with the TTL when 0) that
+        names an earlier job, no job is made: the answer is that job's ID,
+        or a Waiter for its outcome (dedup.pxi)."""
         cdef int64_t now = self.now_ms()
-        if options is not None and options.dedup_key is not None:
-            first = dedup_duplicate(self, queue, options.dedup_key, client, timeout_ms,
-                                    -1 if repl is None else repl, now)
-            if first is not None:
-                return first.job_id if type(first) is DedupEntry else first
-            if not options.dedup_until_ms:
-                options.dedup_until_ms = now + ttl * 1000
+        cdef DedupFields dedup
+        cdef DedupSlot* first
+        if dedup_key is None:
+            return self.create_job(queue, None, PyBytes_AS_STRING(body), PyBytes_GET_SIZE(body),
+                                   -1 if repl is None else repl, delay,
+                                   -1 if retry is None else retry, ttl, maxlen, async_,
+                                   client, timeout_ms, options, now, NULL)
+        dedup.key, dedup.key_len = PyBytes_AS_STRING(dedup_key), PyBytes_GET_SIZE(dedup_key)
+        dedup.until_ms = dedup_until_ms or now + ttl * 1000
+        dedup.queue, dedup.hash = NULL, 0
+        waiter = dedup_duplicate(self, queue, &dedup, client, timeout_ms,
+                                 -1 if repl is None else repl, now, &first)
+        if first != NULL:
+            return PyBytes_FromStringAndSize(first.id, JOB_ID_LEN)
+        if waiter is not None:
+            return waiter
         return self.create_job(queue, None, PyBytes_AS_STRING(body), PyBytes_GET_SIZE(body),
                                -1 if repl is None else repl, delay,
                                -1 if retry is None else retry, ttl, maxlen, async_,
-                               client, timeout_ms, options, now)
+                               client, timeout_ms, options, now, &dedup)
 
     cdef Job create_job(self, bytes queue, Queue q, const char* body, Py_ssize_t body_len,
                         int64_t repl, int64_t delay, int64_t retry, int64_t ttl,
                         int64_t maxlen, bint async_, object client, int64_t timeout_ms,
-                        JobOptions options, int64_t now):
+                        JobOptions options, int64_t now, DedupFields* dedup):
         """ADDJOB's semantics once its arguments are parsed (repl, retry -1:
         the defaults; `q`: the queue, when the caller found it; `now`: the
-        clock the command read once). The checks run in Disque's order, so a request that
+        clock the command read once; `dedup`: its DEDUP key, which names no
+        job yet, or NULL). The checks run in Disque's order, so a request that
         breaks several rules gets the error Disque would give: at-most-once
         with copies, DELAY >= TTL, too few reachable nodes, MAXLEN, queue
         paused in input.
@@ -598,8 +616,8 @@ cdef class NodeCore:
             self.used_memory += JOB_MEMORY_OVERHEAD + body_len
             if self.queue_waits:
                 self.on_job_live(job)
-        if options is not None:
-            if dedup_remember(self, job, True, now) and external and not wait:
+        if dedup != NULL:
+            if dedup_remember(self, job, queue, dedup, True, now) and external and not wait:
                 dedup_log(self, job)       # no LOADJOB record here carries its key
         if not wait:
             job.flags |= FLAG_CONFIRMED    # nothing (more) to wait for
@@ -834,11 +852,14 @@ cdef class NodeCore:
         """A parsed job (core/job.py's JobRecord: from YOURJOBS or the AOF)
         becomes a local job."""
         cdef WireJob wire
+        cdef DedupFields dedup
         data = pack_job(*record)
         parse_wire(PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data), &wire)
-        options = None if record.options is None else job_options(*record.options)
-        return copies_adopt(self, &wire, options, self.queues.get(record.queue), now, state,
-                            persist)
+        dedup.key = NULL
+        options = None if wire.options == NULL else \
+            parse_options(wire.options, wire.options_len, &dedup)
+        return copies_adopt(self, &wire, options, &dedup, self.queues.get(record.queue), now,
+                            state, persist)
 
     def learn_holders(self, Job job, tuple delivered):
         """Add the holders a peer names that this node knows and `job` lacks."""

@@ -1,5 +1,6 @@
 # Job options beyond Disque: BACKOFF, MAXDELIVERIES and DEADLETTER,
-# PRIORITY, and the DEDUP key (its table is dedup.pxi's).
+# PRIORITY; and, in the same block on the wire, the DEDUP key (kept in the
+# job's slot of dedup.pxi's table, not in its JobOptions).
 #
 # A plain job carries none and pays one pointer test where they matter: a
 # job with options points to its JobOptions (Job.options_, 8 bytes in every
@@ -45,12 +46,9 @@ cdef class JobOptions:
 
     def __init__(self, uint32_t backoff_base_ms=0, uint32_t backoff_max_ms=0,
                  uint32_t max_deliveries=0, deadletter=None,
-                 uint8_t priority=DEFAULT_PRIORITY, bytes dedup_key=None,
-                 int64_t dedup_until_ms=0):
+                 uint8_t priority=DEFAULT_PRIORITY):
         _fill_options(self, backoff_base_ms, backoff_max_ms, max_deliveries, deadletter,
                       priority)
-        self.dedup_key = dedup_key
-        self.dedup_until_ms = dedup_until_ms
 
     cdef bint dead_letter_due(self, Job job) noexcept:
         """Whether the re-queue about to happen is one delivery too many."""
@@ -82,12 +80,9 @@ cdef class JobOptions:
 
     def fields(self):
         """(backoff base, backoff max, max deliveries, dead reason,
-        dead-letter queue, origin, priority, dedup key, dedup window end,
-        dedup queue):
-        what the wire block carries."""
+        dead-letter queue, origin, priority): the block's first part."""
         return (self.backoff_base_ms, self.backoff_max_ms, self.max_deliveries,
-                self.dead_reason, self.deadletter, self.origin, self.priority,
-                self.dedup_key, self.dedup_until_ms, self.dedup_queue)
+                self.dead_reason, self.deadletter, self.origin, self.priority)
 
     def __eq__(self, other):
         return type(other) is JobOptions and self.fields() == (<JobOptions>other).fields()
@@ -105,9 +100,6 @@ cdef inline int _fill_options(JobOptions options, uint32_t backoff_base_ms,
     options.deadletter = deadletter
     options.dead_reason = DEAD_NONE
     options.priority = priority
-    options.dedup_key = None
-    options.dedup_until_ms = 0
-    options.dedup_queue = None
     return 0
 
 
@@ -130,32 +122,70 @@ cdef JobOptions priority_options(uint8_t priority):
     return <JobOptions>_PRIORITY_ONLY[priority]
 
 
+# What the block carries for a job with a DEDUP key and no other option.
+cdef JobOptions _DEFAULT_OPTIONS = priority_options(DEFAULT_PRIORITY)
+cdef tuple _DEFAULT_FIELDS = _DEFAULT_OPTIONS.fields()
+
+
 def job_options(uint32_t backoff_base_ms, uint32_t backoff_max_ms, uint32_t max_deliveries,
                 int dead_reason, deadletter, origin, uint8_t priority=DEFAULT_PRIORITY,
-                bytes dedup_key=None, int64_t dedup_until_ms=0, bytes dedup_queue=None):
-    """JobOptions from fields(), as a JobRecord keeps them."""
+                *dedup):
+    """JobOptions from a JobRecord's options (option_fields()), or None when
+    all it sets is a DEDUP key (the job's slot keeps that)."""
     cdef JobOptions options = new_job_options(backoff_base_ms, backoff_max_ms, max_deliveries,
                                               deadletter, priority)
     options.dead_reason = dead_reason
     options.origin = origin
-    options.dedup_key = dedup_key
-    options.dedup_until_ms = dedup_until_ms
-    options.dedup_queue = dedup_queue
-    return options
+    return None if _all_default(options) else options
 
 
-cdef int options_version(JobOptions options, int readable) noexcept:
+cdef bint _all_default(JobOptions options) noexcept:
+    return not _v1_set(options) and options.priority == DEFAULT_PRIORITY
+
+
+cdef inline bint _v1_set(JobOptions options) noexcept:
+    return options.backoff_base_ms or options.max_deliveries or options.dead_reason or \
+        options.deadletter is not None or options.origin is not None
+
+
+cdef tuple option_fields(JobOptions options, DedupFields* dedup):
+    """A job's options block as a JobRecord keeps it: fields() and the DEDUP
+    key, its window's end and its queue (None: the job's), or None."""
+    if options is None and dedup == NULL:
+        return None
+    head = options.fields() if options is not None else _DEFAULT_FIELDS
+    if dedup == NULL:
+        return head + (None, 0, None)
+    return head + (PyBytes_FromStringAndSize(dedup.key, dedup.key_len), dedup.until_ms,
+                   None if dedup.queue == NULL else
+                   PyBytes_FromStringAndSize(dedup.queue, dedup.queue_len))
+
+
+cdef DedupFields* record_dedup(tuple fields, DedupFields* out):
+    """The DEDUP part of option_fields()' tuple, or NULL (no key)."""
+    if fields is None or len(fields) < 10 or fields[7] is None:
+        return NULL
+    key, out.until_ms, queue = fields[7], fields[8], fields[9]
+    out.key, out.key_len = PyBytes_AS_STRING(key), PyBytes_GET_SIZE(key)
+    out.queue = NULL if queue is None else PyBytes_AS_STRING(queue)
+    out.queue_len = 0 if queue is None else PyBytes_GET_SIZE(queue)
+    out.hash = 0
+    return out
+
+
+cdef int options_version(JobOptions options, DedupFields* dedup, int readable) noexcept:
     """The block to send a peer that reads up to version `readable` (0:
     none): the newest it reads, or none when all it could carry is unset
     (a job with only a priority for a v1 reader, only a DEDUP key for a
     v2 reader)."""
     cdef bint v1_set
-    if options is None or readable == 0:
+    if (options is None and dedup == NULL) or readable == 0:
         return 0
     if readable >= OPTIONS_V3:
         return OPTIONS_V3
-    v1_set = options.backoff_base_ms or options.max_deliveries or options.dead_reason or \
-        options.deadletter is not None or options.origin is not None
+    if options is None:
+        return 0
+    v1_set = _v1_set(options)
     if readable == OPTIONS_V2 and (v1_set or options.priority != DEFAULT_PRIORITY):
         return OPTIONS_V2
     return OPTIONS_V1 if v1_set else 0
@@ -165,12 +195,14 @@ cdef inline Py_ssize_t _name_size(object name) noexcept:
     return 4 + (PyBytes_GET_SIZE(name) if name is not None else 0)
 
 
-cdef Py_ssize_t options_size(JobOptions options, int version) noexcept:
+cdef Py_ssize_t options_size(JobOptions options, DedupFields* dedup, int version) noexcept:
     if version == 0:
         return 0
+    if options is None:
+        options = _DEFAULT_OPTIONS
     return OPTIONS_FIXED + _name_size(options.deadletter) + _name_size(options.origin) + \
         (1 if version >= OPTIONS_V2 else 0) + \
-        (_name_size(options.dedup_key) + 8 + _name_size(options.dedup_queue)
+        ((16 if dedup == NULL else 16 + dedup.key_len + dedup.queue_len)
          if version >= OPTIONS_V3 else 0)
 
 
@@ -182,7 +214,17 @@ cdef char* _pack_name(char* at, object name) noexcept:
     return at + PyBytes_GET_SIZE(name)
 
 
-cdef char* pack_options(char* at, JobOptions options, int version) noexcept:
+cdef char* _pack_chars(char* at, const char* name, Py_ssize_t size) noexcept:
+    if name == NULL:
+        return _put_be(at, NO_NAME, 4)
+    at = _put_be(at, size, 4)
+    memcpy(at, name, size)
+    return at + size
+
+
+cdef char* pack_options(char* at, JobOptions options, DedupFields* dedup, int version) noexcept:
+    if options is None:
+        options = _DEFAULT_OPTIONS
     at = _put_be(at, version, 1)
     at = _put_be(at, options.backoff_base_ms, 4)
     at = _put_be(at, options.backoff_max_ms, 4)
@@ -192,31 +234,46 @@ cdef char* pack_options(char* at, JobOptions options, int version) noexcept:
     at = _pack_name(at, options.origin)
     if version >= OPTIONS_V2:
         at = _put_be(at, options.priority, 1)
-    if version >= OPTIONS_V3:
-        at = _pack_name(at, options.dedup_key)
-        at = _put_be(at, <uint64_t>options.dedup_until_ms, 8)
-        at = _pack_name(at, options.dedup_queue)
+    if version >= OPTIONS_V3 and dedup == NULL:
+        at = _put_be(at, NO_NAME, 4)
+        at = _put_be(at, 0, 8)
+        at = _put_be(at, NO_NAME, 4)
+    elif version >= OPTIONS_V3:
+        at = _pack_chars(at, dedup.key, dedup.key_len)
+        at = _put_be(at, <uint64_t>dedup.until_ms, 8)
+        at = _pack_chars(at, dedup.queue, dedup.queue_len)
     return at
 
 
-cdef object _parse_name(const char* data, Py_ssize_t size, Py_ssize_t* pos):
-    cdef uint64_t length
+cdef const char* _parse_chars(const char* data, Py_ssize_t size, Py_ssize_t* pos,
+                              Py_ssize_t* length) except? NULL:
+    """A length-prefixed name in place (NULL: NO_NAME), its length in `length`."""
+    cdef uint64_t found
     if size - pos[0] < 4:
         raise ValueError("truncated job options")
-    length = _get_be(data + pos[0], 4)
+    found = _get_be(data + pos[0], 4)
     pos[0] += 4
-    if length == NO_NAME:
-        return None
-    if <Py_ssize_t>length > size - pos[0]:
+    length[0] = 0
+    if found == NO_NAME:
+        return NULL
+    if <Py_ssize_t>found > size - pos[0]:
         raise ValueError("truncated job options")
-    name = PyBytes_FromStringAndSize(data + pos[0], <Py_ssize_t>length)
-    pos[0] += <Py_ssize_t>length
-    return name
+    length[0] = <Py_ssize_t>found
+    pos[0] += <Py_ssize_t>found
+    return data + pos[0] - <Py_ssize_t>found
 
 
-cdef JobOptions parse_options(const char* data, Py_ssize_t size):
-    """The options block (wire.pxi has found where it starts), v1 to v3;
-    ValueError on anything malformed or from a later version."""
+cdef object _parse_name(const char* data, Py_ssize_t size, Py_ssize_t* pos):
+    cdef Py_ssize_t length
+    cdef const char* name = _parse_chars(data, size, pos, &length)
+    return None if name == NULL else PyBytes_FromStringAndSize(name, length)
+
+
+cdef JobOptions parse_options(const char* data, Py_ssize_t size, DedupFields* dedup):
+    """The options block (wire.pxi has found where it starts), v1 to v3:
+    its JobOptions (None when it sets nothing but a DEDUP key), the key in
+    `dedup` (key NULL: none; pointers into `data`). ValueError on anything
+    malformed or from a later version."""
     cdef Py_ssize_t pos = OPTIONS_FIXED
     cdef JobOptions options = JobOptions.__new__(JobOptions)
     cdef int version = <unsigned char>data[0] if size else 0
@@ -234,15 +291,18 @@ cdef JobOptions parse_options(const char* data, Py_ssize_t size):
             raise ValueError("truncated job options")
         options.priority = <uint8_t>data[pos]
         pos += 1
+    dedup.key = NULL
+    dedup.until_ms = 0
+    dedup.hash = 0
     if version >= OPTIONS_V3:
-        options.dedup_key = _parse_name(data, size, &pos)
+        dedup.key = _parse_chars(data, size, &pos, &dedup.key_len)
         if size - pos < 8:
             raise ValueError("truncated job options")
-        options.dedup_until_ms = <int64_t>_get_be(data + pos, 8)
+        dedup.until_ms = <int64_t>_get_be(data + pos, 8)
         pos += 8
-        options.dedup_queue = _parse_name(data, size, &pos)
+        dedup.queue = _parse_chars(data, size, &pos, &dedup.queue_len)
     if pos != size or options.dead_reason > DEAD_MAX_DELIVERIES or \
             options.backoff_max_ms < options.backoff_base_ms or \
-            options.priority > MAX_PRIORITY or options.dedup_until_ms < 0:
+            options.priority > MAX_PRIORITY or dedup.until_ms < 0:
         raise ValueError("bad job options")
-    return options
+    return None if _all_default(options) else options

@@ -107,13 +107,14 @@ cdef bytes pack_wire(const char* job_id, int state, int flags, int repl, uint64_
                      int64_t etime, uint32_t delay, uint32_t retry, uint32_t nacks,
                      uint32_t deliveries, const char* queue, Py_ssize_t queue_len,
                      const char* body, Py_ssize_t body_len, tuple delivered,
-                     JobOptions options, int readable):
-    """A serialized job (body NULL: none), with its options' block in the
-    newest version up to `readable` (0: none; options_version decides)."""
+                     JobOptions options, DedupFields* dedup, int readable):
+    """A serialized job (body NULL: none), with its options' block (and
+    DEDUP key: NULL, none) in the newest version up to `readable` (0: none;
+    options_version decides)."""
     cdef Py_ssize_t node_count = PyTuple_GET_SIZE(delivered), i
-    cdef int version = options_version(options, readable)
+    cdef int version = options_version(options, dedup, readable)
     cdef Py_ssize_t size = WIRE_FIXED + queue_len + 4 + body_len + 2 + \
-        node_count * NODE_ID_LEN + options_size(options, version)
+        node_count * NODE_ID_LEN + options_size(options, dedup, version)
     cdef bytes out = PyBytes_FromStringAndSize(NULL, size)
     cdef char* at = PyBytes_AS_STRING(out)
     memcpy(at, job_id, JOB_ID_LEN)
@@ -142,7 +143,7 @@ cdef bytes pack_wire(const char* job_id, int state, int flags, int repl, uint64_
         memcpy(at, PyBytes_AS_STRING(node), NODE_ID_LEN)
         at += NODE_ID_LEN
     if version:
-        pack_options(at, options, version)
+        pack_options(at, options, dedup, version)
     return out
 
 
@@ -153,6 +154,7 @@ cdef bytes serialize(Job job, int64_t now_s, int readable):
     cdef int64_t etime = job.etime
     cdef const char* queue = b""
     cdef Py_ssize_t queue_len = 0
+    cdef DedupFields dedup
     if now_s >= 0:
         etime = etime - now_s + 1
         if etime < 1:
@@ -164,7 +166,8 @@ cdef bytes serialize(Job job, int64_t now_s, int readable):
     return pack_wire(job.id_, job.state, flags, job.repl, job.ctime, etime, job.delay,
                      job.retry, job.nacks, job.deliveries, queue, queue_len, job.body_,
                      job.body_len, <tuple>job.delivered_,
-                     <JobOptions>job.options_ if job.options_ != NULL else None, readable)
+                     <JobOptions>job.options_ if job.options_ != NULL else None,
+                     dedup_fields_of(job, &dedup), readable)
 
 
 def serialize_job(Job job, now_s=None, int readable=OPTIONS_LATEST):
@@ -177,14 +180,16 @@ def pack_job(bytes job_id, int state, int flags, int repl, uint64_t ctime, int64
              uint32_t delay, uint32_t retry, uint32_t nacks, uint32_t deliveries,
              bytes queue, body, tuple delivered, options=None):
     """A job's bytes from its fields (a parsed job written again; `options`
-    as JobOptions.fields() gives them, or None)."""
+    as option_fields() gives them, or None)."""
+    cdef DedupFields dedup
     if PyBytes_GET_SIZE(job_id) != JOB_ID_LEN:
         raise ValueError("a job ID has 40 bytes")
     return pack_wire(PyBytes_AS_STRING(job_id), state, flags, repl, ctime,
                      etime, delay, retry, nacks, deliveries, PyBytes_AS_STRING(queue),
                      PyBytes_GET_SIZE(queue), NULL if body is None else PyBytes_AS_STRING(body),
                      0 if body is None else PyBytes_GET_SIZE(body), delivered,
-                     None if options is None else job_options(*options), OPTIONS_LATEST)
+                     None if options is None else job_options(*options),
+                     record_dedup(options, &dedup), OPTIONS_LATEST)
 
 
 cdef tuple _node_tuple(const char* nodes, Py_ssize_t count):
@@ -194,15 +199,18 @@ cdef tuple _node_tuple(const char* nodes, Py_ssize_t count):
 
 def unpack_job(data, now_s=None):
     """The fields of a serialized job, in JobRecord's order (its options as
-    JobOptions.fields() gives them, or None); with `now_s`, a message's
+    option_fields() gives them, or None); with `now_s`, a message's
     relative expire time becomes absolute. ValueError if malformed."""
     cdef WireJob job
+    cdef DedupFields dedup
     cdef bytes raw = data if type(data) is bytes else bytes(data)
     parse_wire(PyBytes_AS_STRING(raw), PyBytes_GET_SIZE(raw), &job)
+    options = None
+    if job.options != NULL:
+        parsed = parse_options(job.options, job.options_len, &dedup)
+        options = option_fields(parsed, &dedup if dedup.key != NULL else NULL)
     return (PyBytes_FromStringAndSize(job.id, JOB_ID_LEN), job.state, job.flags, job.repl,
             job.ctime, job.etime + (0 if now_s is None else now_s), job.delay, job.retry,
             job.nacks, job.deliveries, PyBytes_FromStringAndSize(job.queue, job.queue_len),
             None if job.body == NULL else PyBytes_FromStringAndSize(job.body, job.body_len),
-            _node_tuple(job.nodes, job.node_count),
-            None if job.options == NULL else
-            parse_options(job.options, job.options_len).fields())
+            _node_tuple(job.nodes, job.node_count), options)

@@ -61,11 +61,9 @@ class DedupChecks:
         """Node i wrote a LOADJOB record (it made the job, received a copy, or
         changed its copy): it remembers the job's key, if it has one. (9):
         the copy's pair is ADDJOB's, wherever the job went since."""
-        options = self.net.nodes[i].options_of(job)
-        if options is None or options.dedup_key is None:
+        pair = job.dedup               # (the ADDJOB's queue, key, window's end)
+        if pair is None:
             return
-        queue = options.dedup_queue if options.dedup_queue is not None else job.queue
-        pair = (queue, options.dedup_key, options.dedup_until_ms)
         if facts is None:               # its producer, in the ADDJOB: added() checks it
             self._dedup_remember(i, job.id, *pair)
             return
@@ -134,10 +132,9 @@ class DedupChecks:
 
     def _dedup_made(self, i: int, facts: JobFacts, job, ask: DedupAsk | None) -> None:
         """Node i made a new job with a DEDUP key: (9)."""
-        options = self.net.nodes[i].options_of(job) if job is not None else None
-        if options is None or options.dedup_key != facts.key \
-                or options.dedup_until_ms != facts.until:
-            got = (options.dedup_key, options.dedup_until_ms) if options is not None else None
+        pair = job.dedup if job is not None else None
+        if pair is None or pair[1:] != (facts.key, facts.until):
+            got = pair[1:] if pair is not None else None
             self.violate(facts, f"(9) its DEDUP key is {got}; ADDJOB asked for {facts.key!r} "
                                 f"until {facts.until}")
         if ask is not None and ask.owed:

@@ -302,15 +302,15 @@ def test_a_restart_from_its_aof_brings_back_the_dedup_keys_but_the_failed_ones()
     net = SimNet(3, seed=21)
     for i in (0, 1):
         net.with_aof(i)
-    kept = net.add_job(0, b"q", repl=2, client="kept", options=JobOptions(dedup_key=b"kept"))
+    kept = net.add_job(0, b"q", repl=2, client="kept", dedup_key=b"kept")
     assert net.run_until(lambda: "kept" in net.unblocked, 1000)
     net.set_leaving(0, True)                  # keeps no copy: a DEDUP record
     external = net.add_job(0, b"q", repl=1, async_=True,
-                           options=JobOptions(dedup_key=b"external"))
+                           dedup_key=b"external")
     net.set_leaving(0, False)
     net.drop_rule = lambda m: m.kind == msg.GOTJOB          # copies made, never confirmed
     net.add_job(0, b"q", repl=3, client="failed", timeout_ms=100,
-                options=JobOptions(dedup_key=b"failed"))
+                dedup_key=b"failed")
     assert net.run_until(lambda: "failed" in net.unblocked, 1000)
     net.drop_rule = None
     net.run_for(200)                          # DELJOB MSG_ABANDONED: holders forget the key

@@ -390,17 +390,10 @@ class Workload:
         once or once that job's copies are made."""
         net = self.net
         client.node, client.incarnation = i, net.incarnation[i]
-        job_options = None
+        job_options = None if request.options is None else JobOptions(*request.options)
         until = 0                     # the key's window's end, as the checker expects it
-        if request.options is not None or request.key is not None:
-            base, top, max_deliveries, deadletter, priority = request.options or \
-                (0, 0, 0, None, 5)
-            now = net.clock.now_ms()
-            if request.key is not None:
-                until = now + (request.window or request.ttl) * 1000
-            job_options = JobOptions(base, top, max_deliveries, deadletter, priority,
-                                     request.key,
-                                     now + request.window * 1000 if request.window else 0)
+        if request.key is not None:
+            until = net.clock.now_ms() + (request.window or request.ttl) * 1000
         what = f"n{i} ADDJOB {request.queue.decode()} {request.words()}" + \
             (f" (attempt {request.attempt})" if request.attempt > 1 else "")
         ask = self.checker.dedup_before(i, request.queue, request.key, request.repl,
@@ -409,7 +402,8 @@ class Workload:
             answer = net.add_job(i, request.queue, request.body, repl=request.repl,
                                  delay=request.delay, retry=request.retry, ttl=request.ttl,
                                  async_=request.async_, client=client,
-                                 timeout_ms=request.timeout, options=job_options)
+                                 timeout_ms=request.timeout, options=job_options,
+                                 dedup_key=request.key, dedup_until_ms=until)
         except DisqueError as error:
             client.answer = error
             self.log(f"{what} -> {error}")

@@ -288,10 +288,14 @@ class SimNet:
 
     def add_job(self, i: int, queue: bytes = b"q", body: bytes = b"body", *, repl=None,
                 delay: int = 0, retry=None, ttl: int = 3600, maxlen: int = 0,
-                async_: bool = False, client=None, timeout_ms: int = 0, options=None):
-        """ADDJOB; `options`: a JobOptions (BACKOFF, MAXDELIVERIES, DEADLETTER)."""
+                async_: bool = False, client=None, timeout_ms: int = 0, options=None,
+                dedup_key=None, dedup_until_ms: int = 0):
+        """ADDJOB; `options`: a JobOptions (BACKOFF, MAXDELIVERIES, DEADLETTER,
+        PRIORITY); `dedup_key`: DEDUP's key, its window ending at dedup_until_ms
+        (0: with the TTL)."""
         return self.call(i, "add_job", queue, body, repl, delay, retry, ttl, maxlen, async_,
-                         client=client, timeout_ms=timeout_ms, options=options)
+                         client=client, timeout_ms=timeout_ms, options=options,
+                         dedup_key=dedup_key, dedup_until_ms=dedup_until_ms)
 
     def get_jobs(self, i: int, *queues: bytes, count: int = 1, client=None,
                  timeout_ms: int = 0) -> list:

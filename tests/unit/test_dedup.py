@@ -33,8 +33,8 @@ def core() -> Node:
 
 def add(core, key=b"k", *, queue=b"q", body=b"body", ttl=3600, window_s=0, client=None):
     until = START_MS + window_s * 1000 if window_s else 0
-    options = JobOptions(dedup_key=key, dedup_until_ms=until) if key is not None else None
-    return core.add_job(queue, body, 1, 0, 60, ttl, 0, False, client=client, options=options)
+    return core.add_job(queue, body, 1, 0, 60, ttl, 0, False, client=client, dedup_key=key,
+                        dedup_until_ms=until)
 
 
 def addjob(core, *args) -> bytes:
@@ -105,6 +105,26 @@ def test_a_full_table_refuses_new_keys_with_oom_but_answers_known_ones(core):
     assert add(core, None).id           # a job without a key is not refused
 
 
+def test_a_job_keeps_its_key_after_the_table_forgot_it(core):
+    job = add(core, window_s=10)
+    core.clock.advance(10_000)
+    core.tick()
+    assert len(core.dedup) == 0 and core.dedup.memory == 0
+    assert job.dedup == (b"q", b"k", START_MS + 10_000)          # it still travels
+    assert deserialize_job(core.job_bytes(job)).options[7:] == (b"k", START_MS + 10_000, None)
+    core.delete_jobs([job.id])
+    assert core.lookup(job.id) is None
+
+
+def test_a_key_outlives_its_deleted_job_until_its_window_ends(core):
+    job = add(core)
+    job_id = job.id
+    core.delete_jobs([job_id])
+    del job
+    assert core.dedup.lookup(b"q", b"k", START_MS) == job_id
+    assert core.dedup.items() == [(b"q", b"k", job_id, START_MS + 3600_000)]
+
+
 def test_flushall_forgets_every_key(core):
     first = add(core)
     core.flush_all()
@@ -116,8 +136,8 @@ def test_the_hot_parser_checks_dedup_and_window_and_answers_the_first_id(core):
     assert reply.startswith(b"+D-")
     assert addjob(core, b"q", b"again", b"0", b"dedup", b"k") == reply
     job = core.lookup(reply[1:-2])
-    assert job.options.dedup_key == b"k"
-    assert job.options.dedup_until_ms == START_MS + 60_000
+    assert job.options is None                  # a DEDUP key alone makes no JobOptions
+    assert job.dedup == (b"q", b"k", START_MS + 60_000)
     for args, error in (((b"WINDOW", b"5"), "WINDOW needs DEDUP"),
                         ((b"DEDUP", b""), "DEDUP key must be 1 to 1024 bytes"),
                         ((b"DEDUP", b"x" * 1025), "DEDUP key must be 1 to 1024 bytes"),
@@ -133,7 +153,7 @@ def test_the_key_travels_in_the_v3_block_and_not_to_a_v2_reader(core):
     core.options_readers = {PEER: 2}
     assert deserialize_job(core.job_bytes(job, NOW_S, PEER)).options is None
     with_priority = core.add_job(b"q", b"b", 1, 0, 60, 3600, 0, False,
-                                 options=JobOptions(priority=8, dedup_key=b"p"))
+                                 options=JobOptions(priority=8), dedup_key=b"p")
     assert deserialize_job(core.job_bytes(with_priority, NOW_S, PEER)).options[6:] == \
         (8, None, 0, None)
 
@@ -144,25 +164,25 @@ def test_every_holder_remembers_the_key_and_answers_the_first_id():
     """The producer saw the copies made: it answers at once. A holder knows
     only its copy: it answers once REPLICATE holders confirm theirs."""
     net = SimNet(3, seed=11)
-    job = net.add_job(0, repl=3, client="p", options=JobOptions(dedup_key=b"k"))
+    job = net.add_job(0, repl=3, client="p", dedup_key=b"k")
     assert net.run_until(lambda: "p" in net.unblocked, 1000)
-    assert net.add_job(0, repl=3, options=JobOptions(dedup_key=b"k")) == job.id
+    assert net.add_job(0, repl=3, dedup_key=b"k") == job.id
     for i in (1, 2):
         assert net.nodes[i].dedup.lookup(b"q", b"k", net.clock.now_ms()) == job.id
-        waiter = net.add_job(i, repl=3, client=("retry", i), options=JobOptions(dedup_key=b"k"))
+        waiter = net.add_job(i, repl=3, client=("retry", i), dedup_key=b"k")
         assert isinstance(waiter, Waiter)
         assert net.run_until(lambda: ("retry", i) in net.unblocked, 1000)
         assert net.unblocked[("retry", i)] == [job.id]
         promised = [m for m in net.sent if m.kind == msg.REPLJOB and m.src == i]
         assert promised and all(m.mflags & msg.MSG_PROMISED for m in promised)
-        assert net.add_job(i, repl=3, options=JobOptions(dedup_key=b"k")) == job.id   # confirmed
+        assert net.add_job(i, repl=3, dedup_key=b"k") == job.id   # confirmed
     assert sum(len(node.jobs) for node in net.nodes) == 3
 
 
 def test_a_failed_addjob_frees_its_key_on_the_producer_and_the_holders():
     net = SimNet(3, seed=3)
     net.drop_rule = lambda m: m.kind == msg.GOTJOB and m.src == 2   # 2 keeps a copy, mute
-    job = net.add_job(0, repl=3, client="p", timeout_ms=500, options=JobOptions(dedup_key=b"k"))
+    job = net.add_job(0, repl=3, client="p", timeout_ms=500, dedup_key=b"k")
     assert net.run_until(lambda: "p" in net.unblocked, 2000)
     assert str(net.unblocked["p"][0]) == TIMEOUT_BEFORE_COPIES
     deljobs = [m for m in net.sent if m.kind == msg.DELJOB]
@@ -171,15 +191,15 @@ def test_a_failed_addjob_frees_its_key_on_the_producer_and_the_holders():
     now = net.clock.now_ms()
     assert all(node.dedup.lookup(b"q", b"k", now) is None for node in net.nodes)
     net.drop_rule = None
-    retry = net.add_job(0, repl=3, client="p2", options=JobOptions(dedup_key=b"k"))
+    retry = net.add_job(0, repl=3, client="p2", dedup_key=b"k")
     assert retry.id != job.id
 
 
 def test_a_duplicate_during_the_copies_wait_gets_the_first_answer():
     net = SimNet(3, seed=5)
     net.latency_ms = 20
-    job = net.add_job(0, repl=3, client="first", options=JobOptions(dedup_key=b"k"))
-    waiter = net.add_job(0, repl=3, client="retry", options=JobOptions(dedup_key=b"k"))
+    job = net.add_job(0, repl=3, client="first", dedup_key=b"k")
+    waiter = net.add_job(0, repl=3, client="retry", dedup_key=b"k")
     assert isinstance(waiter, Waiter)
     assert net.run_until(lambda: "retry" in net.unblocked, 1000)
     assert net.unblocked["first"] == [job.id] and net.unblocked["retry"] == [job.id]
@@ -189,9 +209,9 @@ def test_a_duplicate_during_the_copies_wait_gets_the_first_answer():
 def test_a_duplicate_shares_the_first_failure_and_times_out_alone():
     net = SimNet(3, seed=7)
     net.drop_rule = lambda m: m.kind == msg.GOTJOB
-    net.add_job(0, repl=3, client="first", timeout_ms=800, options=JobOptions(dedup_key=b"k"))
-    net.add_job(0, repl=3, client="short", timeout_ms=100, options=JobOptions(dedup_key=b"k"))
-    net.add_job(0, repl=3, client="long", timeout_ms=5000, options=JobOptions(dedup_key=b"k"))
+    net.add_job(0, repl=3, client="first", timeout_ms=800, dedup_key=b"k")
+    net.add_job(0, repl=3, client="short", timeout_ms=100, dedup_key=b"k")
+    net.add_job(0, repl=3, client="long", timeout_ms=5000, dedup_key=b"k")
     assert net.run_until(lambda: "short" in net.unblocked, 1000)
     assert str(net.unblocked["short"][0]) == TIMEOUT_BEFORE_COPIES
     assert "first" not in net.unblocked            # the first still waits
@@ -204,8 +224,8 @@ def test_a_duplicate_shares_the_first_failure_and_times_out_alone():
 def test_a_duplicate_of_a_first_addjob_whose_client_left_gets_norepl():
     net = SimNet(3, seed=9)
     net.drop_rule = lambda m: m.kind == msg.GOTJOB
-    job = net.add_job(0, repl=3, client="first", options=JobOptions(dedup_key=b"k"))
-    net.add_job(0, repl=3, client="retry", options=JobOptions(dedup_key=b"k"))
+    job = net.add_job(0, repl=3, client="first", dedup_key=b"k")
+    net.add_job(0, repl=3, client="retry", dedup_key=b"k")
     net.call(0, "cancel_waiter", net.nodes[0].more(job).waiter)
     assert str(net.unblocked["retry"][0]) == FIRST_ADD_GONE
     assert net.nodes[0].blocked_clients == 0
@@ -222,6 +242,9 @@ def test_the_table_survives_many_keys_windows_out_of_order_and_discards(core):
     for index in range(0, 5000, 3):
         core.forget_dedup(jobs[index])
     assert len(table) == 5000 - 1667
+    now = core.clock.now_ms()           # every pair is still found past the gaps left
+    assert all(table.lookup(b"q", b"k%d" % index, now) == (None if index % 3 == 0 else job.id)
+               for index, job in jobs.items())
     expected = sorted(window for index, window in enumerate(windows) if index % 3)
     for window_s in expected[::500]:
         core.clock.advance(START_MS + window_s * 1000 - core.clock.now_ms())
@@ -240,9 +263,9 @@ def test_a_retry_at_a_holder_during_the_first_wait_keeps_the_job_the_producer_ga
     net = SimNet(3, seed=13)
     net.drop_rule = lambda m: m.kind == msg.GOTJOB and m.src == 2
     job = net.add_job(0, repl=3, client="first", timeout_ms=500,
-                      options=JobOptions(dedup_key=b"k"))
+                      dedup_key=b"k")
     assert net.run_until(lambda: net.nodes[1].lookup(job.id) is not None, 100)
-    net.add_job(1, repl=3, client="retry", options=JobOptions(dedup_key=b"k"))
+    net.add_job(1, repl=3, client="retry", dedup_key=b"k")
     assert net.run_until(lambda: "first" in net.unblocked, 2000)
     assert isinstance(net.unblocked["first"][0], NoReplError)
     assert "retry" not in net.unblocked                   # node 2 still mute
@@ -262,9 +285,9 @@ def test_a_promised_copy_outlives_an_abandoned_deljob():
     the promised copy, which is queued."""
     net = SimNet(3, seed=17)
     net.drop_rule = lambda m: m.kind == msg.GOTJOB and m.dst == 0
-    job = net.add_job(0, repl=3, client="first", options=JobOptions(dedup_key=b"k"))
+    job = net.add_job(0, repl=3, client="first", dedup_key=b"k")
     assert net.run_until(lambda: all(node.lookup(job.id) for node in net.nodes[1:]), 100)
-    net.add_job(1, repl=3, client="retry", timeout_ms=5000, options=JobOptions(dedup_key=b"k"))
+    net.add_job(1, repl=3, client="retry", timeout_ms=5000, dedup_key=b"k")
     assert net.run_until(lambda: "retry" in net.unblocked, 1000)
     net.nodes[0].lookup(job.id).flags &= ~CONSTANTS["FLAG_PROMISED"]   # as if it missed it
     net.call(0, "cancel_waiter", net.nodes[0].more(job).waiter)
@@ -279,7 +302,7 @@ def test_a_promised_copy_outlives_an_abandoned_deljob():
 def test_two_jobs_of_one_pair_are_both_remembered_until_their_own_windows_end(core):
     first = add(core, window_s=10)
     later = core.add_job(b"q", b"b", 1, 0, 60, 3600, 0, False,
-                         options=JobOptions(dedup_key=b"other"))
+                         dedup_key=b"other")
     # A copy of another job with the same pair (a retry that reached a node
     # that knew neither, replicated here): remembered beside the first.
     record = deserialize_job(core.job_bytes(later))
@@ -294,11 +317,11 @@ def test_two_jobs_of_one_pair_are_both_remembered_until_their_own_windows_end(co
 
 
 def test_a_moved_job_keeps_the_pair_of_its_addjob_queue(core):
-    options = JobOptions(0, 0, 1, b"dlq", dedup_key=b"k")
-    job = core.add_job(b"q", b"b", 1, 0, 60, 3600, 0, False, options=options)
+    options = JobOptions(0, 0, 1, b"dlq")
+    job = core.add_job(b"q", b"b", 1, 0, 60, 3600, 0, False, options=options, dedup_key=b"k")
     core.get_jobs([b"q"], 1)
     core.nack_jobs([job.id])                     # the one delivery allowed: dead-lettered
-    assert job.queue == b"dlq" and job.options.dedup_queue == b"q"
+    assert job.queue == b"dlq" and job.dedup[0] == b"q"
     record = deserialize_job(core.job_bytes(job))
     other = Node(PEER, FakeClock(START_MS, seed=2), id_seed=b"other")
     other.load_job(record, False)
@@ -317,10 +340,10 @@ def test_an_expired_job_s_record_still_brings_back_its_open_window(core):
 
 def test_an_ack_during_a_promise_round_answers_it_and_collects_with_its_own_gotacks():
     net = SimNet(3, seed=19)
-    job = net.add_job(0, repl=3, client="first", options=JobOptions(dedup_key=b"k"))
+    job = net.add_job(0, repl=3, client="first", dedup_key=b"k")
     assert net.run_until(lambda: "first" in net.unblocked, 1000)
     net.drop_rule = lambda m: m.kind == msg.GOTJOB and m.src == 2
-    net.add_job(1, repl=3, client="retry", timeout_ms=60_000, options=JobOptions(dedup_key=b"k"))
+    net.add_job(1, repl=3, client="retry", timeout_ms=60_000, dedup_key=b"k")
     net.run_for(200)
     assert "retry" not in net.unblocked               # node 2's confirmation is lost
     net.drop_rule = lambda m: m.kind == msg.GOTACK and m.src == 2
