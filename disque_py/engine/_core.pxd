@@ -65,7 +65,8 @@ cdef enum:
     # Memory estimates (the maxmemory policy and INFO read them)
     JOB_MEMORY_OVERHEAD = 420      # bytes per job beyond its body
     QUEUE_MEMORY_OVERHEAD = 500    # bytes per queue
-    DEDUP_MEMORY_OVERHEAD = 170    # bytes per DEDUP key beyond the key itself
+    DEDUP_MEMORY_OVERHEAD = 150    # bytes per DEDUP key beyond the key: its 80-byte slot,
+                                   # a 16-byte bucket a quarter to half full, a heap pointer
 
 
 # ------------------------------------------------- dedup.pxi's records
@@ -386,7 +387,6 @@ cdef class NodeCore:
     cpdef acknowledge(self, Job job)
     cpdef int64_t _next_gc_time(self, int64_t attempts)
     cpdef JobOptions options_of(self, Job job)
-    cpdef set_options(self, Job job, JobOptions options)
     cdef int readable_by(self, object peer)
     cdef int _dead_letter(self, Job job, JobOptions options) except -1
     cdef int _delay_requeue(self, Job job, int64_t delay_ms) except -1

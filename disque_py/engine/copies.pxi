@@ -126,7 +126,7 @@ cdef Job copies_adopt(NodeCore node, WireJob* wire, JobOptions options, DedupFie
         job.flags = FLAG_BCAST_QUEUED
     job.nacks, job.deliveries = wire.nacks, wire.deliveries
     if options is not None:
-        node.set_options(job, options)
+        set_options(job, options)
     node.register(job)
     dedup_remember_copy(node, job, dedup, now)   # its LOADJOB record carries the key
     node.update_awake(job)

@@ -86,7 +86,7 @@ cdef class Job:
 
     @property
     def options(self):
-        """Its JobOptions, or None (NodeCore.set_options gives them)."""
+        """Its JobOptions, or None (set_options() gives them)."""
         return <object>self.options_ if self.options_ != NULL else None
 
     @property

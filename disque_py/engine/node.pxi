@@ -379,14 +379,6 @@ cdef class NodeCore:
                          self.readable_by(peer)
                          if job.options_ != NULL or job.dedup_ != NULL else 0)
 
-    cpdef set_options(self, Job job, JobOptions options):
-        """Give a job its options (None: take them away)."""
-        cdef PyObject* given = NULL if options is None else <PyObject*>options
-        Py_XINCREF(given)
-        Py_XDECREF(job.options_)
-        job.options_ = given
-        job.prio_delta = <int8_t>options.priority - DEFAULT_PRIORITY if given != NULL else 0
-
     cdef int _dead_letter(self, Job job, JobOptions options) except -1:
         """Move a job that is not queued to its dead-letter queue."""
         old = <bytes>job.queue_
@@ -455,7 +447,7 @@ cdef class NodeCore:
             if self.queue_waits:
                 self.waits_queue_moved(job, old)
         job.nacks, job.deliveries = nacks, deliveries
-        self.set_options(job, options)
+        set_options(job, options)
         return True
 
     def back_off(self, Job job, int64_t now):
@@ -609,7 +601,7 @@ cdef class NodeCore:
                   retry, ctime, now_s + ttl, _NO_NODES if external else self._only_me)
         job.qtime = now + (delay if delay else retry) * 1000
         if options is not None:
-            self.set_options(job, options)
+            set_options(job, options)
         if keep_copy(external, async_):
             if not self.jobs.insert(job):
                 raise CommandError(ID_COLLISION)

@@ -13,7 +13,7 @@
 #   * with BACKOFF, a NACK without DELAY and a RETRY timeout re-queue it
 #     after base * 2^(deliveries - 1) ms, capped at max, +-10% jitter;
 #   * a queue serves higher priorities first (queue.pxi orders by the job's
-#     prio_delta, which set_options keeps equal to priority - 5).
+#     prio_delta, which set_options() keeps equal to priority - 5).
 #
 # On the wire and in the AOF the options follow the holders (wire.pxi),
 # only for a job that has them, and only to peers that announced they read
@@ -112,6 +112,17 @@ cdef JobOptions new_job_options(uint32_t backoff_base_ms, uint32_t backoff_max_m
     return options
 
 
+cdef inline void set_options(Job job, JobOptions options) noexcept:
+    """Give a job its options (None: take them away). A C function, not a
+    NodeCore method: a cpdef method looks for a Python override at every
+    call, a sixth of what PRIORITY costs an ADDJOB."""
+    cdef PyObject* given = NULL if options is None else <PyObject*>options
+    Py_XINCREF(given)
+    Py_XDECREF(job.options_)
+    job.options_ = given
+    job.prio_delta = <int8_t>options.priority - DEFAULT_PRIORITY if given != NULL else 0
+
+
 # A job with a PRIORITY and no other option shares one of these (nothing in
 # them changes for a job without MAXDELIVERIES): no object per job.
 cdef tuple _PRIORITY_ONLY = tuple([new_job_options(0, 0, 0, None, priority)
@@ -206,20 +217,18 @@ cdef Py_ssize_t options_size(JobOptions options, DedupFields* dedup, int version
          if version >= OPTIONS_V3 else 0)
 
 
-cdef char* _pack_name(char* at, object name) noexcept:
-    if name is None:
-        return _put_be(at, NO_NAME, 4)
-    at = _put_be(at, PyBytes_GET_SIZE(name), 4)
-    memcpy(at, PyBytes_AS_STRING(name), PyBytes_GET_SIZE(name))
-    return at + PyBytes_GET_SIZE(name)
-
-
 cdef char* _pack_chars(char* at, const char* name, Py_ssize_t size) noexcept:
     if name == NULL:
         return _put_be(at, NO_NAME, 4)
     at = _put_be(at, size, 4)
     memcpy(at, name, size)
     return at + size
+
+
+cdef inline char* _pack_name(char* at, object name) noexcept:
+    if name is None:
+        return _pack_chars(at, NULL, 0)
+    return _pack_chars(at, PyBytes_AS_STRING(name), PyBytes_GET_SIZE(name))
 
 
 cdef char* pack_options(char* at, JobOptions options, DedupFields* dedup, int version) noexcept:
