@@ -117,7 +117,7 @@ class AcksMixin:
         if job is not None:
             if mflags & msg.MSG_ABANDONED:
                 if job.flags & FLAG_PROMISED and job.state != ACKED:
-                    self.keep_promised(job, sender)
+                    self.keep_promised(job)
                     return
                 self.forget_dedup(job)
             self.unregister(job)

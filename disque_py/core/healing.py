@@ -50,8 +50,11 @@ and healing only ever adds to it:
     gives it a copy back (then it counts again);
   * a holder never heard of again (forgotten) stays listed too, and holds
     the ack's collection up until the job's TTL, as in Disque.
-A REPLJOB received for a job clears its marks here: its sender just sent a
-copy to every holder it lists, the wiped ones included.
+A REPLJOB received for a job clears its marks here (but its sender's own):
+its sender just sent a copy to every holder it lists, the wiped ones
+included. A holder that keeps a job its producer gave up on (DEDUP: its
+ID was promised to a duplicate) marks every other holder, the producer
+first: they may have deleted their copies (heal_after_abandon).
 
 Pacing: a lost holder starts a pass over the whole job table, HEAL_SCAN_JOBS
 jobs per HEAL_PERIOD_MS (finding the jobs that list it), and at most
@@ -337,6 +340,22 @@ class HealingMixin:
             self._heal_short[job] = None       # not enough nodes: when one comes back
         return True
 
+    def heal_after_abandon(self, job: Job) -> None:
+        """`job`'s producer gave up on it, and this holder keeps it (its ID
+        was promised to a duplicate ADDJOB): the producer deleted its copy,
+        and so did every holder that had promised nothing, so every other
+        holder counts as one that lost its copy (marked) until a REPLJOB
+        shows otherwise, and the job is examined at the next period. Its
+        heal sends the job to every holder listed, the producer included
+        (which keeps holder lists as they were, and the ack's collection
+        reaching every copy); a stale holder list can then only name nodes
+        that are sent a copy. Whatever `rereplicate` says: this is the
+        promise made to the duplicate, not a lost node."""
+        others = tuple(node_id for node_id in job.delivered if node_id != self.id)
+        if others:
+            self._heal_marks[job] = others
+        self._heal_pending[job] = False
+
     def _heal_watch_job(self, job: Job, due: int, fallback: bool) -> None:
         """Look at the job again at `due`; a job already watched keeps its
         earlier time (new passes must not put a fallback off forever)."""
@@ -352,19 +371,22 @@ class HealingMixin:
         it lists, so marks on those jobs are cleared, and the watched ones
         are looked at again (their holders may have changed). Not for a
         promise round's REPLJOB (DEDUP): it gives no copy to a holder that
-        lost its own."""
+        lost its own. The sender's own mark stays: its copy may be older
+        than the mark (a frame sent before it was wiped, or before the
+        producer gave up on the job and deleted it, in flight since), and
+        keeping it costs at most one REPLJOB the sender did not need."""
         self.on_repljob(sender, mflags, jobs)
         if (self._heal_marks or self._heal_watch) and not mflags & MSG_PROMISED:
-            self._heal_copies_received(jobs)
+            self._heal_copies_received(sender, jobs)
 
-    def _heal_copies_received(self, jobs: list[bytes]) -> None:
+    def _heal_copies_received(self, sender: bytes, jobs: list[bytes]) -> None:
         marks, watch, table = self._heal_marks, self._heal_watch, self.jobs
         for data in jobs:
             job = table.get(data[:40])
             if job is None:
                 continue
-            if marks:
-                marks.pop(job, None)
+            if marks and sender in marks.pop(job, ()):
+                marks[job] = (sender,)
             if job in watch:
                 del watch[job]
                 self._heal_pending[job] = False

@@ -128,18 +128,16 @@ class ReplicationMixin:
         else:
             self.abandon_replication(waiter.job, NoReplError(TIMEOUT_BEFORE_COPIES), True)
 
-    def keep_promised(self, job: Job, producer: bytes) -> None:
+    def keep_promised(self, job: Job) -> None:
         """The producer gave up on `job` (DELJOB flagged MSG_ABANDONED), but
         its ID was promised to a duplicate ADDJOB: this holder keeps it
-        (the other promised holders too), queues it, and copies it again
-        if too few holders are left."""
-        job.delivered = tuple(node_id for node_id in job.delivered if node_id != producer)
+        (the other promised holders too), queues it, and has it healed back
+        to its level (healing.py: heal_after_abandon), since the producer
+        and every holder that promised nothing deleted their copies."""
         if job.state != QUEUED:
             self.enqueue(job)
-        missing = job.repl - len(job.delivered)
-        if missing > 0:
-            self.replicate(job, missing, noreply=True)
         self.persist_job(job)
+        self.heal_after_abandon(job)
 
     def confirm_copies(self, job: Job, client, deadline_ms: int, copies: int) -> Waiter:
         """A duplicate ADDJOB found a copy here whose first ADDJOB's fate

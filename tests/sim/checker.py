@@ -276,6 +276,11 @@ class JobFacts:
         self.expires = 0                # its TTL's end (ms)
         self.made_at = 0                # when its ADDJOB ran (ms)
 
+    def promised_copies(self) -> int:
+        """The copies clients were promised: its ADDJOB's REPLICATE if that
+        succeeded, or the level an ID answered to a duplicate stood for."""
+        return max(self.repl if self.outcome == OK else 0, self.level)
+
 
 class Checker(DedupChecks):
     def __init__(self, net: SimNet, log) -> None:

@@ -592,13 +592,15 @@ class Workload:
     # ------------------------------------------------------------ holders replaced
 
     def below_level(self) -> list[str]:
-        """The jobs a client was promised that have fewer copies than their
-        REPLICATE could have now (every live node, at most)."""
+        """The jobs a client was promised that have fewer copies than the
+        promise could have now (every live node, at most): its ADDJOB's
+        REPLICATE, or the copies an ID answered to a duplicate stood for
+        (a job whose own ADDJOB failed is owed that level too)."""
         checker, live = self.checker, len(self.net.live())
         return [facts.name for facts in checker.jobs.values()
-                if facts.outcome == OK and facts.retry and not facts.acked
-                and facts.closed_at is None and facts.repl >= 2
-                and len(checker.holders(facts.id)) < min(facts.repl, live)]
+                if facts.retry and not facts.acked and facts.closed_at is None
+                and facts.promised_copies() >= 2
+                and len(checker.holders(facts.id)) < min(facts.promised_copies(), live)]
 
     def replace_next(self) -> None:
         """Kill the next node; bring it back empty once its jobs are healed

@@ -299,6 +299,36 @@ def test_a_promised_copy_outlives_an_abandoned_deljob():
     assert len(net.copies(job.id)) == 3               # and copied back to the producer
 
 
+def test_holders_keeping_an_abandoned_job_list_only_nodes_with_a_copy():
+    """The simulation's seed 4311: the producer gave up on a job whose ID
+    was promised to a duplicate, and a REPLJOB it sent before (in flight
+    since) names it among the holders. The holders keeping the job count
+    the producer as a holder that lost its copy, the stale frame does not
+    change that, and one of them sends it a copy: every node a holder
+    lists has the job, so healing counts no copy that does not exist."""
+    net = SimNet(4, seed=17, failure_detection=True)
+    net.drop_rule = lambda m: m.kind == msg.GOTJOB and m.dst == 0
+    job = net.add_job(0, repl=3, client="first", timeout_ms=5000, dedup_key=b"k")
+    assert net.run_until(lambda: len(net.copies(job.id)) == 4, 1000)   # a retry added one
+    net.add_job(1, repl=2, client="retry", timeout_ms=5000, dedup_key=b"k")
+    assert net.run_until(lambda: "retry" in net.unblocked, 1000)
+    assert net.unblocked["retry"] == [job.id]
+    producer = net.nodes[0]
+    stale = producer.job_bytes(producer.lookup(job.id), net.clock.now_ms() // 1000,
+                               net.ids[1])
+    producer.lookup(job.id).flags &= ~CONSTANTS["FLAG_PROMISED"]   # as if it missed it
+    net.call(0, "cancel_waiter", producer.more(job).waiter)
+    assert producer.lookup(job.id) is None
+    net.run_for(5)                                   # the DELJOBs arrive, not yet a heal
+    for i in (1, 2, 3):
+        net.call(i, "on_repljob_healing", net.ids[0], 0, [stale])
+    assert net.run_until(lambda: producer.lookup(job.id) is not None, 1000)
+    net.run_for(1000)
+    for i in (1, 2, 3):
+        assert all(net.nodes[net.index[node_id]].lookup(job.id) is not None
+                   for node_id in net.nodes[i].lookup(job.id).delivered)
+
+
 def test_two_jobs_of_one_pair_are_both_remembered_until_their_own_windows_end(core):
     first = add(core, window_s=10)
     later = core.add_job(b"q", b"b", 1, 0, 60, 3600, 0, False,
