@@ -19,7 +19,15 @@ A lost holder, as this node sees it:
     are back, nothing is lost.
 A job's level here is this node (it has the job) plus the holders listed in
 job.delivered that are neither lost nor wiped. Below job.repl it is healed;
-at-most-once jobs (REPLICATE 1) and acknowledged ones never are.
+at-most-once jobs (REPLICATE 1) and acknowledged ones never are. A listed
+holder is one a REPLJOB was sent to, not one that confirmed (only the
+producer hears GOTJOBs): a frame lost with its sender, or sent to a node
+already down, leaves a holder listed without a copy. So a job examined
+after a loss that is still at its level on paper is sent again to the
+holders that count (a "resend": one REPLJOB each; a holder with the copy
+merges the list, a lost or wiped one is not sent one), by the same one
+holder a heal would come from. A REPLJOB that brings a job's holders
+makes its receivers look again (RECHECK), not resend it.
 
 Who acts, for one job: exactly one holder, the first of the holders that
 count in a per-job order every node computes alike (crc32 of the job ID
@@ -59,7 +67,7 @@ first: they may have deleted their copies (heal_after_abandon).
 Pacing: a lost holder starts a pass over the whole job table, HEAL_SCAN_JOBS
 jobs per HEAL_PERIOD_MS (finding the jobs that list it), and at most
 HEAL_JOBS_PER_PERIOD jobs are healed per period (each heal is one REPLJOB
-per holder), so a node failure does not flood the bus: 2,000 jobs a second
+per holder), so a node failure does not flood the bus: 5,000 jobs a second
 per node at most. A job with no node left to copy to waits until a node
 becomes reachable again.
 
@@ -70,7 +78,8 @@ only by a node that knew its previous epoch: a node restarted with its AOF
 while a peer was emptied does not know that peer lost its copies. A copy
 given by a heal is confirmed by nobody (no GOTJOB): if that REPLJOB is lost
 on a link that broke without the node restarting, the holder is counted
-but has nothing. Costs: the REPLJOBs of a heal and one more copy of a
+but has nothing until the next loss among the job's holders resends it.
+Costs: the REPLJOBs of a heal and one more copy of a
 job's body on the new holder; the pass reads every job once per loss.
 
 The core stays pure: the cluster view comes through set_cluster_view
@@ -95,6 +104,11 @@ HEAL_WAIT_REPL_MS = 500           # a job still waiting for its first copies: lo
 HEAL_PRUNE_PER_PERIOD = 1_000     # marks checked per period (jobs gone, acked)
 
 LOST, WIPED = 1, 2                # why a holder is looked for by the pass
+# Why a job is examined: LOOK, a loss among its holders (the first in line
+# acts; a job at its level on paper is resent); FALLBACK, a watcher's turn
+# came (it acts whatever its place); RECHECK, a REPLJOB just brought its
+# holders (healed if below its level; the sender resent it already).
+LOOK, FALLBACK, RECHECK = 0, 1, 2
 
 
 class HealingMixin:
@@ -112,9 +126,9 @@ class HealingMixin:
         self._heal_cursor = 0
         self._heal_left = 0
         self._heal_next = 0
-        # Jobs: to examine (True: a watcher's turn came, it acts whatever
-        # its place); watched (another holder first); short of nodes.
-        self._heal_pending: dict[Job, bool] = {}
+        # Jobs: to examine (and why: LOOK, FALLBACK, RECHECK); watched
+        # (another holder first); short of nodes.
+        self._heal_pending: dict[Job, int] = {}
         self._heal_watch: dict[Job, int] = {}
         self._heal_watch_heap: list = []
         self._heal_seq = 0
@@ -126,6 +140,7 @@ class HealingMixin:
         self.heal_peers_restarted_empty = 0
         self.heal_jobs_restored = 0
         self.heal_copies_restored = 0
+        self.heal_jobs_resent = 0
 
     # ------------------------------------------------------------ the view
 
@@ -173,10 +188,10 @@ class HealingMixin:
             # watched jobs again now, not when their fallback comes.
             pending = self._heal_pending
             for job in self._heal_watch:
-                pending.setdefault(job, False)
+                pending.setdefault(job, LOOK)
             self._heal_next = 0
         if grew and self._heal_short:
-            self._heal_pending.update(dict.fromkeys(self._heal_short, True))   # somewhere
+            self._heal_pending.update(dict.fromkeys(self._heal_short, FALLBACK))   # somewhere
             self._heal_short.clear()                                            # to copy to?
             self._heal_next = 0
 
@@ -232,10 +247,10 @@ class HealingMixin:
         if heap:
             watch, pending = self._heal_watch, self._heal_pending
             while heap and heap[0][0] <= now:
-                due, _, job, fallback = heapq.heappop(heap)
+                due, _, job, mode = heapq.heappop(heap)
                 if watch.get(job) == due:
                     del watch[job]
-                    pending[job] = fallback
+                    pending[job] = mode
         if self._heal_pending:
             self._heal_work(now)
         if self._heal_marks or self._heal_short:
@@ -275,28 +290,29 @@ class HealingMixin:
             if wiped:
                 old = marks.get(job, ())
                 marks[job] = old + tuple(node_id for node_id in wiped if node_id not in old)
-            pending[job] = False
+            pending[job] = LOOK
 
     def _heal_work(self, now: int) -> None:
         pending = self._heal_pending
         healed = checked = 0
         while pending and healed < HEAL_JOBS_PER_PERIOD and checked < HEAL_CHECKS_PER_PERIOD:
             job = next(iter(pending))
-            fallback = pending.pop(job)
+            mode = pending.pop(job)
             checked += 1
-            healed += self._heal_job(job, now, fallback)
+            healed += self._heal_job(job, now, mode)
 
     # ------------------------------------------------------------ one job
 
-    def _heal_job(self, job: Job, now: int, fallback: bool = False) -> bool:
+    def _heal_job(self, job: Job, now: int, mode: int = LOOK) -> bool:
         """Examine one job; heal it if it is below its level and this node
-        is first in line (or, `fallback`, was watching it long enough).
-        True if copies were sent."""
+        is first in line (or, FALLBACK, was watching it long enough), and
+        resend it after a loss if it is at its level on paper (not on
+        RECHECK). True if copies were sent."""
         if self.jobs.get(job.id) is not job or job.state == ACKED or job.repl < 2:
             self._heal_marks.pop(job, None)
             return False
         if job.state == WAIT_REPL:
-            self._heal_watch_job(job, now + HEAL_WAIT_REPL_MS, False)   # its producer's, for now
+            self._heal_watch_job(job, now + HEAL_WAIT_REPL_MS, LOOK)    # its producer's, for now
             return False
         me = self.id
         failed, known, linked = self._heal_failed, self.node_ids, self._heal_linked
@@ -311,10 +327,10 @@ class HealingMixin:
                 continue
             counted.append(node_id)
         deficit = job.repl - len(counted)
-        if deficit <= 0:
-            return False
         place = 0
-        if len(counted) > 1 and not fallback:
+        if deficit <= 0 and mode == RECHECK:
+            return False
+        if len(counted) > 1 and mode != FALLBACK:
             # First in line among those that can act now: a holder this node
             # has no link to may be dead (not FAIL yet) and would hold the job.
             able = [node_id for node_id in counted if node_id == me or node_id in linked]
@@ -323,8 +339,19 @@ class HealingMixin:
                 order = sorted(able, key=lambda node_id: (zlib.crc32(node_id, crc), node_id))
                 place = order.index(me)
         if place:
-            self._heal_watch_job(job, now + place * HEAL_FALLBACK_MS, True)
+            self._heal_watch_job(job, now + place * HEAL_FALLBACK_MS, FALLBACK)
             return False
+        if deficit <= 0:
+            # At its level on paper. But a holder is listed once a REPLJOB is
+            # sent to it, not once it confirms: that frame may have died
+            # with its sender, or reached a node already down. A loss is
+            # the moment to make sure: the job goes again to the holders
+            # that count (one that has it only merges the list).
+            others = tuple(node_id for node_id in counted if node_id != me)
+            self.replicate(job, 0, noreply=True, only=others)
+            self._heal_watch.pop(job, None)
+            self.heal_jobs_resent += 1
+            return True
         wanted = max(deficit - refresh, 0)
         added = self.replicate(job, wanted, noreply=True)
         if refresh:
@@ -354,9 +381,9 @@ class HealingMixin:
         others = tuple(node_id for node_id in job.delivered if node_id != self.id)
         if others:
             self._heal_marks[job] = others
-        self._heal_pending[job] = False
+        self._heal_pending[job] = LOOK
 
-    def _heal_watch_job(self, job: Job, due: int, fallback: bool) -> None:
+    def _heal_watch_job(self, job: Job, due: int, mode: int) -> None:
         """Look at the job again at `due`; a job already watched keeps its
         earlier time (new passes must not put a fallback off forever)."""
         before = self._heal_watch.get(job)
@@ -364,7 +391,7 @@ class HealingMixin:
             return
         self._heal_watch[job] = due
         self._heal_seq += 1
-        heapq.heappush(self._heal_watch_heap, (due, self._heal_seq, job, fallback))
+        heapq.heappush(self._heal_watch_heap, (due, self._heal_seq, job, mode))
 
     def on_repljob_healing(self, sender: bytes, mflags: int, jobs: list[bytes]) -> None:
         """REPLJOB (on_repljob), then: its sender sent a copy to every holder
@@ -389,7 +416,7 @@ class HealingMixin:
                 marks[job] = (sender,)
             if job in watch:
                 del watch[job]
-                self._heal_pending[job] = False
+                self._heal_pending[job] = RECHECK
 
     def _heal_prune_marks(self, budget: int) -> None:
         """Forget the marks (and the waits for a node to copy to) of jobs
@@ -418,6 +445,7 @@ class HealingMixin:
             ("rereplicate_jobs_below_level", below),
             ("rereplicate_jobs_restored", self.heal_jobs_restored),
             ("rereplicate_copies_restored", self.heal_copies_restored),
+            ("rereplicate_jobs_resent", self.heal_jobs_resent),
             ("rereplicate_pass_in_progress", int(bool(self._heal_left))),
         ]
 

@@ -21,10 +21,11 @@ cdef inline object _to_peer(bytes node_id, int kind, object item, int mflags):
 
 
 cdef int64_t copies_replicate(NodeCore node, Job job, int64_t count, bint noreply,
-                              bint promised=False) except -1:
+                              bint promised=False, tuple only=None) except -1:
     """Add up to `count` new holders, chosen at random among the linked
     peers, and (re)send REPLJOB to every holder that has not confirmed
-    (`promised`: flagged MSG_PROMISED). Returns how many holders were added."""
+    (`promised`: flagged MSG_PROMISED; `only`: to those holders alone).
+    Returns how many holders were added."""
     cdef tuple delivered = <tuple>job.delivered_
     cdef int64_t added = 0
     cdef int mflags = (MSG_NOREPLY if noreply else 0) | (MSG_PROMISED if promised else 0)
@@ -44,7 +45,7 @@ cdef int64_t copies_replicate(NodeCore node, Job job, int64_t count, bint norepl
     confirmed = extra.confirmed if extra is not None else None
     me, append = node.id, node.effects.append
     for node_id in delivered:
-        if node_id == me:
+        if node_id == me or (only is not None and node_id not in only):
             continue
         data = payload
         if job.options_ != NULL:

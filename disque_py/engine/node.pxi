@@ -831,8 +831,9 @@ cdef class NodeCore:
     # -------------------------------------------------------------- copies
     # The bodies are in copies.pxi; core/replication.py keeps the policy.
 
-    def replicate(self, Job job, int64_t count, bint noreply, bint promised=False):
-        return copies_replicate(self, job, count, noreply, promised)
+    def replicate(self, Job job, int64_t count, bint noreply, bint promised=False,
+                  tuple only=None):
+        return copies_replicate(self, job, count, noreply, promised, only)
 
     def on_repljob(self, bytes sender, int mflags, list jobs):
         copies_on_repljob(self, sender, mflags, jobs)

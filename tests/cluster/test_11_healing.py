@@ -223,7 +223,8 @@ def test_info_shows_what_healing_did_and_knows(cluster, queue):
     for name in ("rereplicate", "rereplicate_peers_failed", "rereplicate_peers_restarted_empty",
                  "rereplicate_peers_known_epoch", "rereplicate_jobs_to_check",
                  "rereplicate_jobs_below_level", "rereplicate_jobs_restored",
-                 "rereplicate_copies_restored", "rereplicate_pass_in_progress"):
+                 "rereplicate_copies_restored", "rereplicate_jobs_resent",
+                 "rereplicate_pass_in_progress"):
         assert name in fields, name
     assert fields["rereplicate"] == "yes"
     assert int(fields["rereplicate_peers_known_epoch"]) == 4     # every peer told its epoch

@@ -78,7 +78,8 @@ Violations, each a string naming the job:
       or its ADDJOB answered with the ID, or an earlier ID answer earned it
       (n >= 1), or its TTL ran out; b. acked: J acked by a consumer;
       confirmed: J acked, or its ADDJOB answered with the ID, or an earlier
-      answer earned J's REPLICATE level; c. J's ADDJOB answered with the ID
+      answer earned J's REPLICATE level, or as many copies were flagged
+      promised as J's REPLICATE (a round that reached it, counted as in d); c. J's ADDJOB answered with the ID
       (its (1) check covers the copies); d. at once (n <= 1): n copies
       (holders now, and copies lost since they were made); in a round: n
       copies a round confirmed (holders whose copy is flagged FLAG_PROMISED,
@@ -177,7 +178,7 @@ import itertools
 from typing import NamedTuple
 
 from disque_py.cluster import messages as msg
-from disque_py.core.effects import AofDedup, AofDelJob, AofLoadJob, AofUndedup, Unblock
+from disque_py.core.effects import AofDedup, AofDelJob, AofLoadJob, AofUndedup, ToPeer, Unblock
 from disque_py.core.job import (ACKED, DEAD_NONE, FLAG_COUNTED, FLAG_PROMISED,
                                 QUEUED, WAIT_REPL)
 from disque_py.core.node import Node
@@ -234,7 +235,11 @@ class Decision(NamedTuple):
     holders: tuple              # the node's holder list then (its MSG_DEAD went there)
     seq: int                    # the checker's order of events (several share a ms)
     sent: int                   # len(net.sent) then: net.sent[sent:] came after it
+    # (peer, kind) of the copies of the job the node had made before deciding,
+    # not sent yet: a node's frames leave once its call returns, so the
+    # first such frame after `sent` holds a copy made before the decision.
     received: int               # len(net.delivered) then: likewise, frames received
+    pending: frozenset
 
 
 class JobFacts:
@@ -575,8 +580,12 @@ class Checker(DedupChecks):
                                 f"GETJOB deliveries and {handed - len(facts.deliveries)} RETRY "
                                 f"re-queues, MAXDELIVERIES {n}")
         # (7) one node per life.
+        pending = frozenset((net.index[effect.node_id], effect.kind)
+                            for effect in net.nodes[i].effects
+                            if type(effect) is ToPeer and effect.kind in COPY_KINDS
+                            and effect.item[:40] == job.id)
         decision = Decision(now, i, facts.life, net.incarnation[i], job.delivered,
-                            next(self._seq), len(net.sent), len(net.delivered))
+                            next(self._seq), len(net.sent), len(net.delivered), pending)
         for earlier in facts.decisions:
             if earlier.life == facts.life:
                 why = self._second_decision_excuse(job.id, earlier, decision)
@@ -645,6 +654,7 @@ class Checker(DedupChecks):
         if last.life != facts.life or frame.src != last.node or frame.at < last.at \
                 or net.incarnation[last.node] != last.incarnation \
                 or not any(m is frame for m in net.sent[last.sent:]) \
+                or self._sent_before(frame, last) \
                 or self._copy_replaced(last.node, job.id, last):
             return
         node = net.nodes[i]
@@ -653,6 +663,15 @@ class Checker(DedupChecks):
             self.violate(facts, f"(8) node {i} made a live copy ({job.queue!r}, {options!r}) "
                                 f"from n{frame.src}'s {frame.name} of {self.net_time(frame.at)},"
                                 f" sent after n{frame.src} dead-lettered it")
+
+    def _sent_before(self, frame, decision: Decision) -> bool:
+        """The frame carries a copy the node made before deciding (it left
+        with the frames of the same call, after the decision was seen)."""
+        if (frame.dst, frame.kind) not in decision.pending:
+            return False
+        first = next(m for m in self.net.sent[decision.sent:]
+                     if m.src == decision.node and m.dst == frame.dst and m.kind == frame.kind)
+        return first is frame
 
     def _copy_replaced(self, i: int, job_id: bytes, since: Decision) -> bool:
         """Node i's copy was made again, or revised by a QREQUEUE elsewhere,

@@ -247,9 +247,15 @@ class DedupChecks:
             earned = facts.acked
             need = "acked by a consumer (its copy there is)"
         elif case == "b-confirmed":
-            earned = facts.acked or facts.outcome == OK or facts.level >= facts.repl
+            # A promise round that reached the job's level flags it too (its
+            # duplicates may have asked for fewer): as many holders flagged
+            # promised, counting those lost since.
+            promised = self.promised_holders(facts)
+            earned = facts.acked or facts.outcome == OK or facts.level >= facts.repl \
+                or len(promised | facts.losses) >= facts.repl
             need = f"acked, its ADDJOB answered with the ID, or REPLICATE {facts.repl} copies " \
-                   f"confirmed by an earlier answer (it is flagged confirmed there)"
+                   f"confirmed by an earlier answer or a promise round (it is flagged " \
+                   f"confirmed there; promised on {sorted(promised)})"
         elif case == "c":
             earned = facts.outcome == OK
             need = "its ADDJOB answered with the ID first"
