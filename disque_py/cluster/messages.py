@@ -74,6 +74,7 @@ TYPE_NAMES = {PING: "PING", PONG: "PONG", MEET: "MEET", FAIL: "FAIL", REPLJOB: "
 
 # Message flags (the u8 after the type).
 MSG_NOREPLY = 1       # REPLJOB: do not answer with GOTJOB
+MSG_RESENT = 2        # REPLJOB: sent again to some holders only (older nodes ignore it)
 MSG_INCR_NACKS = 2    # QUEUED: count a NACK
 MSG_INCR_DELIV = 4    # QUEUED: count an additional delivery
 MSG_WANT_EPOCHS = 8   # PING, MEET: answer with the epochs you know of others too

@@ -26,8 +26,10 @@ already down, leaves a holder listed without a copy. So a job examined
 after a loss that is still at its level on paper is sent again to the
 holders that count (a "resend": one REPLJOB each; a holder with the copy
 merges the list, a lost or wiped one is not sent one), by the same one
-holder a heal would come from. A REPLJOB that brings a job's holders
-makes its receivers look again (RECHECK), not resend it.
+holder a heal would come from; flagged MSG_RESENT, since it did not go to
+every holder it lists (its receivers keep their marks). A REPLJOB that
+brings a job's holders makes its receivers look again (RECHECK), not
+resend it.
 
 Who acts, for one job: exactly one holder, the first of the holders that
 count in a per-job order every node computes alike (crc32 of the job ID
@@ -92,7 +94,7 @@ from __future__ import annotations
 import heapq
 import zlib
 
-from disque_py.cluster.messages import MSG_PROMISED
+from disque_py.cluster.messages import MSG_PROMISED, MSG_RESENT
 from disque_py.core.job import ACKED, WAIT_REPL, Job
 
 HEAL_PERIOD_MS = 100              # how often healing runs while it has work
@@ -327,17 +329,9 @@ class HealingMixin:
                 continue
             counted.append(node_id)
         deficit = job.repl - len(counted)
-        place = 0
         if deficit <= 0 and mode == RECHECK:
             return False
-        if len(counted) > 1 and mode != FALLBACK:
-            # First in line among those that can act now: a holder this node
-            # has no link to may be dead (not FAIL yet) and would hold the job.
-            able = [node_id for node_id in counted if node_id == me or node_id in linked]
-            if len(able) > 1:
-                crc = zlib.crc32(job.id)
-                order = sorted(able, key=lambda node_id: (zlib.crc32(node_id, crc), node_id))
-                place = order.index(me)
+        place = self._heal_place(job, counted) if mode != FALLBACK else 0
         if place:
             self._heal_watch_job(job, now + place * HEAL_FALLBACK_MS, FALLBACK)
             return False
@@ -366,6 +360,18 @@ class HealingMixin:
         if added < wanted:
             self._heal_short[job] = None       # not enough nodes: when one comes back
         return True
+
+    def _heal_place(self, job: Job, counted: list) -> int:
+        """This node's place in the job's order among the holders that count
+        and can act now (0: first): a holder this node has no link to may
+        be dead (not FAIL yet) and would hold the job up."""
+        me, linked = self.id, self._heal_linked
+        able = [node_id for node_id in counted if node_id == me or node_id in linked]
+        if len(able) < 2:
+            return 0
+        crc = zlib.crc32(job.id)
+        order = sorted(able, key=lambda node_id: (zlib.crc32(node_id, crc), node_id))
+        return order.index(me)
 
     def heal_after_abandon(self, job: Job) -> None:
         """`job`'s producer gave up on it, and this holder keeps it (its ID
@@ -398,21 +404,22 @@ class HealingMixin:
         it lists, so marks on those jobs are cleared, and the watched ones
         are looked at again (their holders may have changed). Not for a
         promise round's REPLJOB (DEDUP): it gives no copy to a holder that
-        lost its own. The sender's own mark stays: its copy may be older
-        than the mark (a frame sent before it was wiped, or before the
+        lost its own; and a resend (MSG_RESENT) went to some holders only,
+        so it clears no mark. The sender's own mark stays: its copy may be
+        older than the mark (a frame sent before it was wiped, or before the
         producer gave up on the job and deleted it, in flight since), and
         keeping it costs at most one REPLJOB the sender did not need."""
         self.on_repljob(sender, mflags, jobs)
         if (self._heal_marks or self._heal_watch) and not mflags & MSG_PROMISED:
-            self._heal_copies_received(sender, jobs)
+            self._heal_copies_received(sender, jobs, not mflags & MSG_RESENT)
 
-    def _heal_copies_received(self, sender: bytes, jobs: list[bytes]) -> None:
+    def _heal_copies_received(self, sender: bytes, jobs: list[bytes], to_all: bool) -> None:
         marks, watch, table = self._heal_marks, self._heal_watch, self.jobs
         for data in jobs:
             job = table.get(data[:40])
             if job is None:
                 continue
-            if marks and sender in marks.pop(job, ()):
+            if to_all and marks and sender in marks.pop(job, ()):
                 marks[job] = (sender,)
             if job in watch:
                 del watch[job]

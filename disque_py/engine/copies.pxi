@@ -7,7 +7,8 @@
 # around them (waiting for copies, asking one more node, giving up,
 # queueing once the copies exist) stays in Python there.
 
-from disque_py.cluster.messages import GOTJOB, MSG_NOREPLY, MSG_PROMISED, MSG_REVISED, REPLJOB
+from disque_py.cluster.messages import (GOTJOB, MSG_NOREPLY, MSG_PROMISED, MSG_RESENT,
+                                        MSG_REVISED, REPLJOB)
 from disque_py.core.effects import ToPeer
 
 cdef enum:
@@ -24,11 +25,13 @@ cdef int64_t copies_replicate(NodeCore node, Job job, int64_t count, bint norepl
                               bint promised=False, tuple only=None) except -1:
     """Add up to `count` new holders, chosen at random among the linked
     peers, and (re)send REPLJOB to every holder that has not confirmed
-    (`promised`: flagged MSG_PROMISED; `only`: to those holders alone).
-    Returns how many holders were added."""
+    (`promised`: flagged MSG_PROMISED; `only`: to those holders alone,
+    flagged MSG_RESENT, so that its receivers do not take the frame for a
+    copy sent to every holder it lists). Returns how many holders were added."""
     cdef tuple delivered = <tuple>job.delivered_
     cdef int64_t added = 0
-    cdef int mflags = (MSG_NOREPLY if noreply else 0) | (MSG_PROMISED if promised else 0)
+    cdef int mflags = (MSG_NOREPLY if noreply else 0) | (MSG_PROMISED if promised else 0) | \
+        (MSG_RESENT if only is not None else 0)
     if count > 0:
         candidates = [peer for peer in node.reachable if peer not in delivered]
         if len(candidates) > count:

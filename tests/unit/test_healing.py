@@ -184,6 +184,35 @@ def test_a_failed_holder_that_comes_back_empty_after_healing_costs_one_resend():
     assert net.nodes[frames[0].src].heal_jobs_resent == 1
 
 
+def test_a_resend_leaves_the_marks_of_holders_it_did_not_go_to():
+    """The simulation's seed 42361: a resend (MSG_RESENT) goes to the
+    holders that count only, so its receivers keep the mark of the holder
+    that restarted empty. When another holder is lost, they count it as
+    missing and heal the job, giving it its copy back, rather than take
+    the job for whole and only resend it."""
+    net = five(seed=7)
+    job = replicated(net)
+    emptied = min(holders(net, job.id) - {0})
+    net.crash(emptied)
+    assert net.run_until(at_level(net, job.id), HEAL_DEADLINE_MS)
+    net.restart(emptied)                              # marked; the job resent by one holder
+    net.run_for(2 * HEAL_DEADLINE_MS)
+    healed = holders(net, job.id)
+    assert emptied not in healed
+    counters = {i: (net.nodes[i].heal_jobs_restored, net.nodes[i].heal_jobs_resent)
+                for i in healed}
+    lost = min(healed)
+    net.crash(lost)
+    assert net.run_until(lambda: net.nodes[emptied].lookup(job.id) is not None,
+                         HEAL_FALLBACK_MS + HEAL_DEADLINE_MS)
+    acted = [i for i in healed - {lost}
+             if (net.nodes[i].heal_jobs_restored, net.nodes[i].heal_jobs_resent) != counters[i]]
+    assert len(acted) == 1
+    restored, resent = counters[acted[0]]
+    assert net.nodes[acted[0]].heal_jobs_restored == restored + 1
+    assert net.nodes[acted[0]].heal_jobs_resent == resent
+
+
 def test_a_holder_listed_by_a_frame_lost_with_its_producer_gets_the_job_when_the_producer_is_lost():
     """The simulation's seeds 11768 and 15594: the producer's last REPLJOB
     to one holder died with it, and the job was at its level on paper
