@@ -117,7 +117,8 @@ def _failing_once(marker, fail_at: int, ports: list[int], queued: int):
             marker.write_text("failed once")
             raise RuntimeError("planned failure")
         return value
-    return udf(passing, "long")
+    # Row at a time: an Arrow UDF needs pandas, which the writer never does.
+    return udf(passing, "long", useArrow=False)
 
 
 def test_a_replayed_micro_batch_adds_each_row_once(spark, make_cluster, tmp_path):
