@@ -60,9 +60,9 @@ and healing only ever adds to it:
     gives it a copy back (then it counts again);
   * a holder never heard of again (forgotten) stays listed too, and holds
     the ack's collection up until the job's TTL, as in Disque.
-A REPLJOB received for a job clears its marks here (but its sender's own):
-its sender just sent a copy to every holder it lists, the wiped ones
-included. A holder that keeps a job its producer gave up on (DEDUP: its
+A REPLJOB received for a job (not a resend) clears its marks here, but
+its sender's own: its sender just sent a copy to every holder it lists,
+the wiped ones included. A holder that keeps a job its producer gave up on (DEDUP: its
 ID was promised to a duplicate) marks every other holder, the producer
 first: they may have deleted their copies (heal_after_abandon).
 
@@ -81,8 +81,8 @@ while a peer was emptied does not know that peer lost its copies. A copy
 given by a heal is confirmed by nobody (no GOTJOB): if that REPLJOB is lost
 on a link that broke without the node restarting, the holder is counted
 but has nothing until the next loss among the job's holders resends it.
-Costs: the REPLJOBs of a heal and one more copy of a
-job's body on the new holder; the pass reads every job once per loss.
+Costs: the REPLJOBs of a heal and one more copy of a job's body on the new
+holder; the pass reads every job once per loss.
 
 The core stays pure: the cluster view comes through set_cluster_view
 (peers.py) and heal_view() here, time from the node's clock, and every
@@ -341,8 +341,7 @@ class HealingMixin:
             # with its sender, or reached a node already down. A loss is
             # the moment to make sure: the job goes again to the holders
             # that count (one that has it only merges the list).
-            others = tuple(node_id for node_id in counted if node_id != me)
-            self.replicate(job, 0, noreply=True, only=others)
+            self.replicate(job, 0, noreply=True, only=tuple(counted[1:]))   # [0] is me
             self._heal_watch.pop(job, None)
             self.heal_jobs_resent += 1
             return True

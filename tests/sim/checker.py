@@ -79,8 +79,9 @@ Violations, each a string naming the job:
       (n >= 1), or its TTL ran out; b. acked: J acked by a consumer;
       confirmed: J acked, or its ADDJOB answered with the ID, or an earlier
       answer earned J's REPLICATE level, or as many copies were flagged
-      promised as J's REPLICATE (a round that reached it, counted as in d); c. J's ADDJOB answered with the ID
-      (its (1) check covers the copies); d. at once (n <= 1): n copies
+      promised as J's REPLICATE (a round that reached it, counted as in
+      d); c. J's ADDJOB answered with the ID (its (1) check covers the
+      copies); d. at once (n <= 1): n copies
       (holders now, and copies lost since they were made); in a round: n
       copies a round confirmed (holders whose copy is flagged FLAG_PROMISED,
       or acked, or was loaded from their AOF since J was made, which may
@@ -235,10 +236,10 @@ class Decision(NamedTuple):
     holders: tuple              # the node's holder list then (its MSG_DEAD went there)
     seq: int                    # the checker's order of events (several share a ms)
     sent: int                   # len(net.sent) then: net.sent[sent:] came after it
+    received: int               # len(net.delivered) then: likewise, frames received
     # (peer, kind) of the copies of the job the node had made before deciding,
     # not sent yet: a node's frames leave once its call returns, so the
     # first such frame after `sent` holds a copy made before the decision.
-    received: int               # len(net.delivered) then: likewise, frames received
     pending: frozenset
 
 

@@ -599,8 +599,8 @@ class Workload:
         checker, live = self.checker, len(self.net.live())
         return [facts.name for facts in checker.jobs.values()
                 if facts.retry and not facts.acked and facts.closed_at is None
-                and facts.promised_copies() >= 2
-                and len(checker.holders(facts.id)) < min(facts.promised_copies(), live)]
+                and (owed := facts.promised_copies()) >= 2
+                and len(checker.holders(facts.id)) < min(owed, live)]
 
     def replace_next(self) -> None:
         """Kill the next node; bring it back empty once its jobs are healed
