@@ -34,7 +34,8 @@ from disque_py.engine._core import (CONSTANTS, HOT_COMMANDS, PAUSE_STATE_NAMES, 
                                     JobTable, NodeCore, Queue, RequestParser, ServerCore,
                                     SessionCore, StatsCore, is_at_most_once_id, is_valid_id,
                                     job_options, new_job, pack_job, parse_int, parse_strict_int,
-                                    render_jobs, run_hot, serialize_job, unpack_job)
+                                    render_jobs, run_hot, serialize_job, siphash13_of,
+                                    unpack_job)
 
 BUCKET_MS = CONSTANTS["BUCKET_MS"]      # the awake schedule's resolution
 PAUSED_IN = CONSTANTS["PAUSED_IN"]      # queue pause flags
@@ -47,4 +48,5 @@ __all__ = ["BUCKET_MS", "CONSTANTS", "HOT_COMMANDS", "PAUSED_ALL", "PAUSED_IN", 
            "JobOptions", "JobQueue", "JobTable",
            "NodeCore", "Queue", "RequestParser", "ServerCore", "SessionCore", "StatsCore",
            "is_at_most_once_id", "is_valid_id", "new_job", "pack_job", "parse_int",
-           "parse_strict_int", "render_jobs", "run_hot", "serialize_job", "unpack_job"]
+           "parse_strict_int", "render_jobs", "run_hot", "serialize_job", "siphash13_of",
+           "unpack_job"]

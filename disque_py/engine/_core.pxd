@@ -66,7 +66,8 @@ cdef enum:
     JOB_MEMORY_OVERHEAD = 420      # bytes per job beyond its body
     QUEUE_MEMORY_OVERHEAD = 500    # bytes per queue
     DEDUP_MEMORY_OVERHEAD = 150    # bytes per DEDUP key beyond the key: its 80-byte slot,
-                                   # a 16-byte bucket a quarter to half full, a heap pointer
+                                   # a 16-byte bucket a quarter to half full, a 16-byte
+                                   # heap entry
 
 
 # ------------------------------------------------- dedup.pxi's records
@@ -173,11 +174,18 @@ cdef struct DedupPartition:
     uint32_t count
 
 
+# A heap entry: a window's end, copied from its slot so that ordering the
+# heap reads no slot (each would be a cache miss on a large table).
+cdef struct DedupDue:
+    int64_t until_ms
+    DedupSlot* slot
+
+
 @cython.final
 cdef class DedupTable:
     cdef DedupPartition* _parts
     cdef Py_ssize_t _len
-    cdef DedupSlot** _heap                 # a min-heap by until_ms (one reference each)
+    cdef DedupDue* _heap                   # a min-heap by until_ms (one reference each)
     cdef Py_ssize_t _heap_len
     cdef Py_ssize_t _heap_cap
     cdef public Py_ssize_t max_keys
@@ -186,15 +194,9 @@ cdef class DedupTable:
     cdef public int64_t refused        # ... refused: the table was full
     cdef public int64_t dropped        # keys of copies not kept: the table was full
 
-    cdef DedupSlot* find(self, object queue, const char* key, Py_ssize_t key_len, uint64_t h,
-                         int64_t now_ms) noexcept
-    cdef DedupSlot* add(self, object queue, const char* key, Py_ssize_t key_len, uint64_t h,
-                        const char* job_id, int64_t until_ms, bint fresh) except? NULL
     cdef int64_t unlink(self, DedupSlot* slot) noexcept
     cdef DedupSlot* _find_job(self, object queue, const char* key, Py_ssize_t key_len,
                               uint64_t h, const char* job_id) noexcept
-    cdef int _link(self, DedupSlot* slot) except -1
-    cdef int _heap_push(self, DedupSlot* slot) except -1
     cdef DedupSlot* _heap_pop(self) noexcept
     cdef void _compact_heap(self) noexcept
     cdef void _release(self) noexcept

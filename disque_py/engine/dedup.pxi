@@ -41,9 +41,8 @@ from libc.string cimport memset
 
 from disque_py.core.effects import AofDedup, AofUndedup
 
-cdef extern from "Python.h":
-    # The keyed hash (SipHash, seeded per process) bytes objects use.
-    Py_hash_t _Py_HashBytes(const void* data, Py_ssize_t size)
+cdef extern from *:
+    void __builtin_prefetch(const void* address) noexcept nogil
 
 DEFAULT_DEDUP_MAX_KEYS = 1000000
 DEDUP_TABLE_FULL = "DEDUP key table is full (dedup-max-keys %d)"
@@ -76,7 +75,7 @@ cdef enum:
 cdef inline uint64_t dedup_hash(object queue, const char* key, Py_ssize_t key_len) except? 0:
     """The pair's hash: keyed (a client choosing keys cannot aim them at one
     chain); the queue's is cached in its name."""
-    return <uint64_t>_Py_HashBytes(key, key_len) ^ \
+    return keyed_hash(key, key_len) ^ \
         (<uint64_t>hash(queue) * <uint64_t>0x9E3779B97F4A7C15)
 
 
@@ -130,6 +129,59 @@ cdef DedupSlot* _new_slot(object queue, const char* key, Py_ssize_t key_len, uin
     return slot
 
 
+cdef inline DedupSlot* dedup_find(DedupTable table, object queue, const char* key,
+                                  Py_ssize_t key_len, uint64_t h, int64_t now_ms) noexcept:
+    """The pair's slot whose window ends last, or NULL (none open)."""
+    cdef DedupPartition* part = &table._parts[h & (DEDUP_PARTITIONS - 1)]
+    cdef DedupBucket* bucket
+    cdef DedupSlot* slot
+    cdef DedupSlot* best = NULL
+    cdef uint32_t i
+    if part.buckets == NULL:
+        return NULL
+    i = (h >> DEDUP_PARTITION_BITS) & part.mask
+    bucket = &part.buckets[i]
+    while bucket.slot != NULL:
+        if bucket.hash == h:
+            slot = bucket.slot
+            if slot.until_ms > now_ms and (best == NULL or slot.until_ms > best.until_ms) \
+                    and _slot_is(slot, h, queue, key, key_len):
+                best = slot
+        i = (i + 1) & part.mask
+        bucket = &part.buckets[i]
+    return best
+
+
+cdef inline DedupSlot* dedup_add(DedupTable table, object queue, const char* key,
+                                 Py_ssize_t key_len, uint64_t h, const char* job_id,
+                                 int64_t until_ms, bint fresh) except? NULL:
+    """Remember the pair for job_id: its slot (the one known already, for
+    a pair and job seen before), or NULL when the table is full (counted
+    in `dropped`). `fresh`: a job just made, which cannot be here yet.
+    Inline, with what it calls: ADDJOB's path."""
+    cdef DedupSlot* slot
+    if not fresh:
+        slot = table._find_job(queue, key, key_len, h, job_id)
+        if slot != NULL:
+            return slot
+    if table._len >= table.max_keys:
+        table.dropped += 1
+        return NULL
+    slot = _new_slot(queue, key, key_len, h, job_id, until_ms)
+    _heap_push(table, slot)
+    _link(table, slot)
+    table.memory += _slot_memory(slot)
+    return slot
+
+
+cdef inline void dedup_prefetch(DedupTable table, uint64_t h) noexcept:
+    """Start reading the bucket where the pair's probe begins: on a table
+    larger than the cache it is a miss, which the caller's next steps hide."""
+    cdef DedupPartition* part = &table._parts[h & (DEDUP_PARTITIONS - 1)]
+    if part.buckets != NULL:
+        __builtin_prefetch(&part.buckets[(h >> DEDUP_PARTITION_BITS) & part.mask])
+
+
 @cython.final
 cdef class DedupTable:
     """(queue, key) -> the slots naming jobs, with the windows' ends in a heap."""
@@ -152,28 +204,6 @@ cdef class DedupTable:
 
     # ------------------------------------------------------------- C API
 
-    cdef DedupSlot* find(self, object queue, const char* key, Py_ssize_t key_len, uint64_t h,
-                         int64_t now_ms) noexcept:
-        """The pair's slot whose window ends last, or NULL (none open)."""
-        cdef DedupPartition* part = &self._parts[h & (DEDUP_PARTITIONS - 1)]
-        cdef DedupBucket* bucket
-        cdef DedupSlot* slot
-        cdef DedupSlot* best = NULL
-        cdef uint32_t i
-        if part.buckets == NULL:
-            return NULL
-        i = (h >> DEDUP_PARTITION_BITS) & part.mask
-        bucket = &part.buckets[i]
-        while bucket.slot != NULL:
-            if bucket.hash == h:
-                slot = bucket.slot
-                if slot.until_ms > now_ms and (best == NULL or slot.until_ms > best.until_ms) \
-                        and _slot_is(slot, h, queue, key, key_len):
-                    best = slot
-            i = (i + 1) & part.mask
-            bucket = &part.buckets[i]
-        return best
-
     cdef DedupSlot* _find_job(self, object queue, const char* key, Py_ssize_t key_len,
                               uint64_t h, const char* job_id) noexcept:
         """The pair's slot for that job, or NULL."""
@@ -190,25 +220,6 @@ cdef class DedupTable:
                 return slot
             i = (i + 1) & part.mask
         return NULL
-
-    cdef DedupSlot* add(self, object queue, const char* key, Py_ssize_t key_len, uint64_t h,
-                        const char* job_id, int64_t until_ms, bint fresh) except? NULL:
-        """Remember the pair for job_id: its slot (the one known already, for
-        a pair and job seen before), or NULL when the table is full (counted
-        in `dropped`). `fresh`: a job just made, which cannot be here yet."""
-        cdef DedupSlot* slot
-        if not fresh:
-            slot = self._find_job(queue, key, key_len, h, job_id)
-            if slot != NULL:
-                return slot
-        if self._len >= self.max_keys:
-            self.dropped += 1
-            return NULL
-        slot = _new_slot(queue, key, key_len, h, job_id, until_ms)
-        self._heap_push(slot)
-        self._link(slot)
-        self.memory += _slot_memory(slot)
-        return slot
 
     cdef int64_t unlink(self, DedupSlot* slot) noexcept:
         """Forget a live slot's pair (its references stay where they are);
@@ -227,40 +238,12 @@ cdef class DedupTable:
             self._compact_heap()  # may free the slot: unlinked ones would wait there
         return freed
 
-    cdef int _link(self, DedupSlot* slot) except -1:
-        cdef DedupPartition* part = &self._parts[slot.hash & (DEDUP_PARTITIONS - 1)]
-        if part.buckets == NULL:
-            _resize_dedup(part, DEDUP_MIN_BUCKETS)
-        elif (part.count + 1) * 2 > part.mask + 1:       # at most half full
-            _resize_dedup(part, (part.mask + 1) * 2)
-        _place(part, slot.hash, slot)
-        slot.live = True
-        part.count += 1
-        self._len += 1
-        return 0
-
     # The heap: one reference per slot, ordered by until_ms.
-
-    cdef int _heap_push(self, DedupSlot* slot) except -1:
-        cdef Py_ssize_t i = self._heap_len, parent
-        cdef DedupSlot** heap
-        if i == self._heap_cap:
-            _grow_heap(self)
-        heap = self._heap
-        while i > 0:
-            parent = (i - 1) >> 1
-            if heap[parent].until_ms <= slot.until_ms:
-                break
-            heap[i] = heap[parent]
-            i = parent
-        heap[i] = slot
-        self._heap_len += 1
-        return 0
 
     cdef DedupSlot* _heap_pop(self) noexcept:
         """The earliest slot, its reference handed to the caller."""
-        cdef DedupSlot** heap = self._heap
-        cdef DedupSlot* first = heap[0]
+        cdef DedupDue* heap = self._heap
+        cdef DedupSlot* first = heap[0].slot
         self._heap_len -= 1
         _sift_down(heap, self._heap_len, 0, heap[self._heap_len])
         return first
@@ -269,13 +252,13 @@ cdef class DedupTable:
         """Keep the live slots only, re-ordered (unlinking made the heap
         hold more dead slots than live ones)."""
         cdef Py_ssize_t i, kept = 0
-        cdef DedupSlot** heap = self._heap
+        cdef DedupDue* heap = self._heap
         for i in range(self._heap_len):
-            if heap[i].live:
+            if heap[i].slot.live:
                 heap[kept] = heap[i]
                 kept += 1
             else:
-                slot_release(heap[i])
+                slot_release(heap[i].slot)
         self._heap_len = kept
         for i in range(kept // 2 - 1, -1, -1):
             _sift_down(heap, kept, i, heap[i])
@@ -301,8 +284,8 @@ cdef class DedupTable:
     def lookup(self, bytes queue, bytes key, int64_t now_ms):
         """The job ID the pair names now, or None."""
         cdef Py_ssize_t size = PyBytes_GET_SIZE(key)
-        cdef DedupSlot* slot = self.find(queue, PyBytes_AS_STRING(key), size,
-                                         dedup_hash(queue, PyBytes_AS_STRING(key), size), now_ms)
+        cdef DedupSlot* slot = dedup_find(self, queue, PyBytes_AS_STRING(key), size,
+                                          dedup_hash(queue, PyBytes_AS_STRING(key), size), now_ms)
         return None if slot == NULL else PyBytes_FromStringAndSize(slot.id, JOB_ID_LEN)
 
     def items(self):
@@ -329,7 +312,7 @@ cdef class DedupTable:
         for i in range(DEDUP_PARTITIONS):
             _release_dedup_partition(&self._parts[i])
         for i in range(self._heap_len):
-            slot_release(self._heap[i])
+            slot_release(self._heap[i].slot)
         PyMem_Free(self._heap)
         self._heap = NULL
         self._heap_len = self._heap_cap = 0
@@ -342,8 +325,8 @@ cdef tuple slot_fields(DedupSlot* slot):
             PyBytes_FromStringAndSize(slot.id, JOB_ID_LEN), slot.until_ms)
 
 
-cdef void _sift_down(DedupSlot** heap, Py_ssize_t n, Py_ssize_t i, DedupSlot* moving) noexcept:
-    """Put `moving` at i, or below it: the heap of n slots stays ordered."""
+cdef void _sift_down(DedupDue* heap, Py_ssize_t n, Py_ssize_t i, DedupDue moving) noexcept:
+    """Put `moving` at i, or below it: the heap of n entries stays ordered."""
     cdef Py_ssize_t child
     while True:
         child = 2 * i + 1
@@ -358,14 +341,47 @@ cdef void _sift_down(DedupSlot** heap, Py_ssize_t n, Py_ssize_t i, DedupSlot* mo
     heap[i] = moving
 
 
+cdef inline int _heap_push(DedupTable table, DedupSlot* slot) except -1:
+    """The heap takes the slot's new reference (inline: ADDJOB's path)."""
+    cdef Py_ssize_t i = table._heap_len, parent
+    cdef DedupDue* heap
+    cdef int64_t until_ms = slot.until_ms
+    if i == table._heap_cap:
+        _grow_heap(table)
+    heap = table._heap
+    while i > 0:
+        parent = (i - 1) >> 1
+        if heap[parent].until_ms <= until_ms:
+            break
+        heap[i] = heap[parent]
+        i = parent
+    heap[i].until_ms = until_ms
+    heap[i].slot = slot
+    table._heap_len += 1
+    return 0
+
+
 cdef int _grow_heap(DedupTable table) except -1:
     cdef Py_ssize_t capacity = table._heap_cap * 2 if table._heap_cap else DEDUP_HEAP_MIN
-    cdef DedupSlot** grown = <DedupSlot**>PyMem_Realloc(table._heap,
-                                                         capacity * sizeof(DedupSlot*))
+    cdef DedupDue* grown = <DedupDue*>PyMem_Realloc(table._heap, capacity * sizeof(DedupDue))
     if grown == NULL:
         raise MemoryError()
     table._heap = grown
     table._heap_cap = capacity
+    return 0
+
+
+cdef inline int _link(DedupTable table, DedupSlot* slot) except -1:
+    """Index a new slot (inline: ADDJOB's path)."""
+    cdef DedupPartition* part = &table._parts[slot.hash & (DEDUP_PARTITIONS - 1)]
+    if part.buckets == NULL:
+        _resize_dedup(part, DEDUP_MIN_BUCKETS)
+    elif (part.count + 1) * 2 > part.mask + 1:       # at most half full
+        _resize_dedup(part, (part.mask + 1) * 2)
+    _place(part, slot.hash, slot)
+    slot.live = True
+    part.count += 1
+    table._len += 1
     return 0
 
 
@@ -427,32 +443,35 @@ cdef void _release_dedup_partition(DedupPartition* part) noexcept:
 
 # ------------------------------------------------ the rules, for node.pxi
 
-cdef object dedup_duplicate(NodeCore node, object queue, DedupFields* wanted, object client,
-                            int64_t timeout_ms, int64_t repl, int64_t now,
-                            DedupSlot** answer):
-    """ADDJOB ... DEDUP key (REPLICATE `repl`, -1: the default) at `now`,
-    `wanted` with its pair's hash: None when the job is to be made (answer
-    NULL), or when the earlier job's ID is the answer (its slot in
-    `answer`); else a Waiter: `client` parks until the first ADDJOB's
-    outcome while it still waits here, or until `repl` (at most the job's
-    own) holders confirm their copies (or its own timeout). Raises -OOM
-    when a new key would not fit, NOREPL when too few nodes are reachable."""
+cdef inline DedupSlot* dedup_lookup(NodeCore node, object queue, DedupFields* wanted,
+                                    int64_t now) except? NULL:
+    """ADDJOB ... DEDUP key at `now`: the slot of the earlier job the pair
+    names (dedup_duplicate() says what to answer), or NULL when a job is to
+    be made; `wanted` gets the pair's hash. Raises -OOM when a new key
+    would not fit."""
     cdef DedupTable table = node.dedup
     cdef DedupSlot* found
-    cdef Job first
     if wanted.hash == 0:
         wanted.hash = dedup_hash(queue, wanted.key, wanted.key_len)
-    found = table.find(queue, wanted.key, wanted.key_len, wanted.hash, now)
-    answer[0] = NULL
-    if found == NULL:
-        if table._len >= table.max_keys:
-            table.refused += 1
-            raise OutOfMemoryError(DEDUP_TABLE_FULL % table.max_keys)
-        return None
-    table.hits += 1
+    found = dedup_find(table, queue, wanted.key, wanted.key_len, wanted.hash, now)
+    if found == NULL and table._len >= table.max_keys:
+        table.refused += 1
+        raise OutOfMemoryError(DEDUP_TABLE_FULL % table.max_keys)
+    return found
+
+
+cdef object dedup_duplicate(NodeCore node, DedupSlot* found, object client, int64_t timeout_ms,
+                            int64_t repl, int64_t now):
+    """A duplicate ADDJOB (REPLICATE `repl`, -1: the default) of the job
+    `found` names: None when that job's ID is the answer; else a Waiter:
+    `client` parks until the first ADDJOB's outcome while it still waits
+    here, or until `repl` (at most the job's own) holders confirm their
+    copies (or its own timeout). Raises NOREPL when too few nodes are
+    reachable."""
+    cdef Job first
+    node.dedup.hits += 1
     first = node.jobs.find(found.id)
     if first is None or first.state == ACKED or first.flags & FLAG_CONFIRMED:
-        answer[0] = found
         return None
     deadline = now + timeout_ms if timeout_ms else 0
     if first.state == WAIT_REPL:
@@ -464,7 +483,6 @@ cdef object dedup_duplicate(NodeCore node, object queue, DedupFields* wanted, ob
         repl = first.repl
     if repl <= 1:                          # this copy is all it asks for: keep it
         dedup_promise(node, first)
-        answer[0] = found
         return None
     if repl - 1 > node.reachable_peers or repl > PyTuple_GET_SIZE(<object>first.delivered_):
         raise NoReplError(NOT_ENOUGH_NODES)       # too few nodes, or holders, to confirm
@@ -503,8 +521,8 @@ cdef int dedup_remember(NodeCore node, Job job, object queue, DedupFields* field
         return 0
     if fields.hash == 0:
         fields.hash = dedup_hash(queue, fields.key, fields.key_len)
-    slot = table.add(queue, fields.key, fields.key_len, fields.hash, job.id_, fields.until_ms,
-                     fresh)
+    slot = dedup_add(table, queue, fields.key, fields.key_len, fields.hash, job.id_,
+                     fields.until_ms, fresh)
     if slot == NULL:
         return 0
     node.used_memory += table.memory - before

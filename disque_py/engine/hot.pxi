@@ -264,14 +264,18 @@ cdef int _addjob(HotCall call, ArgView* argv, Py_ssize_t argc) except -1:
     options = _job_options(call, argv[1], backoff_base, backoff_max, max_deliveries, deadletter,
                            priority)
     name = call.queue_name(argv[1])
+    if dedup_at:                          # prefetched before reading the clock, which hides the miss
+        dedup.key, dedup.key_len = argv[dedup_at].data, argv[dedup_at].size
+        dedup.queue = NULL
+        dedup.hash = dedup_hash(name, dedup.key, dedup.key_len)
+        dedup_prefetch(node.dedup, dedup.hash)
     now = node.now_ms()                   # the one clock read of the command
     if dedup_at:
-        dedup.key, dedup.key_len = argv[dedup_at].data, argv[dedup_at].size
-        dedup.queue, dedup.hash = NULL, 0
         dedup.until_ms = now + (window or ttl) * 1000
-        waiter = dedup_duplicate(node, name, &dedup, call.session, timeout, repl, now, &first)
-        if first != NULL or waiter is not None:
-            return _answer_duplicate(call, first, waiter)
+        first = dedup_lookup(node, name, &dedup, now)
+        if first != NULL:
+            return _answer_duplicate(call, first, dedup_duplicate(node, first, call.session,
+                                                                  timeout, repl, now))
     elif window:
         raise CommandError(WINDOW_NEEDS_DEDUP)
     job = node.create_job(name, call.found, argv[2].data, argv[2].size, repl, delay, retry, ttl,
@@ -288,8 +292,8 @@ cdef int _addjob(HotCall call, ArgView* argv, Py_ssize_t argc) except -1:
 
 cdef int _answer_duplicate(HotCall call, DedupSlot* first, object waiter) except -1:
     """An ADDJOB whose DEDUP key names an earlier job: its ID, as the first
-    ADDJOB was answered, or the wait for that answer (dedup.pxi)."""
-    if first == NULL:
+    ADDJOB was answered, or (a waiter) the wait for that answer (dedup.pxi)."""
+    if waiter is not None:
         call.waiter = waiter
         call.overlaps = True
         return HOT_PARKED

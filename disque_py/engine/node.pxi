@@ -368,7 +368,7 @@ cdef class NodeCore:
             if slot != NULL:
                 table.unlink(slot)
         elif until_ms > self.now_ms():
-            table.add(queue, PyBytes_AS_STRING(key), size, h, PyBytes_AS_STRING(job_id),
+            dedup_add(table, queue, PyBytes_AS_STRING(key), size, h, PyBytes_AS_STRING(job_id),
                       until_ms, False)
         self.used_memory += table.memory - before
 
@@ -528,12 +528,11 @@ cdef class NodeCore:
         dedup.key, dedup.key_len = PyBytes_AS_STRING(dedup_key), PyBytes_GET_SIZE(dedup_key)
         dedup.until_ms = dedup_until_ms or now + ttl * 1000
         dedup.queue, dedup.hash = NULL, 0
-        waiter = dedup_duplicate(self, queue, &dedup, client, timeout_ms,
-                                 -1 if repl is None else repl, now, &first)
+        first = dedup_lookup(self, queue, &dedup, now)
         if first != NULL:
-            return PyBytes_FromStringAndSize(first.id, JOB_ID_LEN)
-        if waiter is not None:
-            return waiter
+            waiter = dedup_duplicate(self, first, client, timeout_ms,
+                                     -1 if repl is None else repl, now)
+            return PyBytes_FromStringAndSize(first.id, JOB_ID_LEN) if waiter is None else waiter
         return self.create_job(queue, None, PyBytes_AS_STRING(body), PyBytes_GET_SIZE(body),
                                -1 if repl is None else repl, delay,
                                -1 if retry is None else retry, ttl, maxlen, async_,

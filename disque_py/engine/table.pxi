@@ -4,8 +4,8 @@
 # chained table threaded through the jobs (job.table_next), so an entry
 # costs one pointer in the job and, at a load between 1 and 2 jobs per
 # bucket, half a pointer or so in a bucket array: no bytes key, no dict
-# entry. The hash is Python's keyed hash of the 40 ID bytes (the one
-# dicts use: a client that makes up IDs cannot aim them at one chain).
+# entry. The hash is keyed (siphash.pxi): a client that makes up IDs
+# cannot aim them at one chain.
 #
 # Partitions serve two purposes:
 #   * JSCAN's stateless cursors: a cursor is the index of the next
@@ -18,9 +18,6 @@
 # jobs in the acked state it holds (acked: inserted or removed as such, or
 # acknowledged while here), which /metrics reads instead of walking it.
 
-cdef extern from "Python.h":
-    Py_hash_t _Py_HashBytes(const void* src, Py_ssize_t size)
-
 from cpython.mem cimport PyMem_Calloc
 
 cdef extern from "Python.h":
@@ -28,7 +25,7 @@ cdef extern from "Python.h":
 
 
 cdef inline uint64_t _id_hash(const char* job_id) noexcept:
-    return <uint64_t>_Py_HashBytes(job_id, JOB_ID_LEN)
+    return keyed_hash(job_id, JOB_ID_LEN)
 
 
 cdef inline Partition* _partition_of(Partition* parts, uint64_t h) noexcept:

@@ -5,7 +5,9 @@ in test_schedule.py; the node's, built on these, in test_core_*.py.)"""
 from __future__ import annotations
 
 import gc
+import os
 import random
+import subprocess
 import sys
 
 import pytest
@@ -149,6 +151,37 @@ def test_well_formed_ids(job_id):
 ])
 def test_malformed_ids(job_id):
     assert not is_valid_id(job_id)
+
+
+# ------------------------------------------------------------------ keyed hash
+
+# PYTHONHASHSEED=0 zeroes CPython's SipHash key: its hash() of bytes is then
+# SipHash-1-3 with a key of zeros, as a signed word with -1 read as -2.
+CPYTHON_HASHES = """
+import sys
+for word in sys.argv[1:]:
+    print(hash(bytes.fromhex(word)))
+"""
+
+
+def test_the_tables_hash_is_siphash_1_3_as_cpython_computes_it():
+    samples = [b"", b"a", b"abcdefg", b"abcdefgh", b"abcdefghi", b"k:000000000042",
+               b"D-dcb833cf-8YL1NT17e9+wsA/09NqxscQI-05a1", bytes(range(256)) * 3]
+    out = subprocess.run([sys.executable, "-c", CPYTHON_HASHES, *(s.hex() for s in samples)],
+                         env={**os.environ, "PYTHONHASHSEED": "0"}, capture_output=True,
+                         text=True, check=True).stdout.split()
+    for sample, expected in zip(samples, out):
+        ours = engine.siphash13_of(sample, bytes(16))
+        signed = ours - (1 << 64) if ours >= 1 << 63 else ours
+        if sample:                   # CPython hashes b"" to 0 without SipHash
+            assert (signed if signed != -1 else -2) == int(expected), sample
+
+
+def test_the_hash_depends_on_the_key():
+    assert engine.siphash13_of(b"same bytes", bytes(16)) != \
+        engine.siphash13_of(b"same bytes", bytes(15) + b"\x01")
+    with pytest.raises(ValueError):
+        engine.siphash13_of(b"x", bytes(8))
 
 
 # ------------------------------------------------------------------ job table
