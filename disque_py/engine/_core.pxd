@@ -37,8 +37,6 @@ cdef enum:
     # Job table (table.pxi)
     TABLE_PARTITIONS = 4096
     TABLE_PARTITION_BITS = 12
-    TABLE_MIN_BUCKETS = 4
-    TABLE_MAX_LOAD = 2             # jobs per bucket before a partition doubles
     # Awake schedule (schedule.pxi)
     BUCKET_MS = 10
     SCHEDULE_CACHE = 64
@@ -117,9 +115,11 @@ cdef class Job:
     cdef DedupSlot* dedup_
     # The body, in a PyMem buffer (NULL: a dummy ack, which has none).
     cdef char* body_
-    # Links owned by the structures that hold the job (borrowed pointers;
-    # each structure holds its own reference to the job).
-    cdef PyObject* table_next
+    # The ID's hash once the job table (table.pxi) computed it (0: not yet):
+    # a removal finds the job's bucket without hashing the ID again.
+    cdef uint64_t table_hash
+    # Links owned by the awake schedule (borrowed pointers; it holds its
+    # own reference to the job).
     cdef PyObject* awake_prev
     cdef PyObject* awake_next
     cdef PyObject* awake_bucket
@@ -161,18 +161,20 @@ cdef JobOptions new_job_options(uint32_t backoff_base_ms, uint32_t backoff_max_m
 cdef JobOptions priority_options(uint8_t priority)
 
 
-# ---------------------------------------------------------------- dedup.pxi
+# ---------------------------------------------------------------- index.pxi
 
-cdef struct DedupBucket:
+cdef struct IndexBucket:
     uint64_t hash
-    DedupSlot* slot                        # NULL: empty
+    void* item                             # NULL: empty
 
 
-cdef struct DedupPartition:
-    DedupBucket* buckets                   # open addressing, at most half full
+cdef struct IndexPartition:
+    IndexBucket* buckets                   # open addressing, linear probing
     uint32_t mask
     uint32_t count
 
+
+# ---------------------------------------------------------------- dedup.pxi
 
 # A heap entry: a window's end, copied from its slot so that ordering the
 # heap reads no slot (each would be a cache miss on a large table).
@@ -183,7 +185,7 @@ cdef struct DedupDue:
 
 @cython.final
 cdef class DedupTable:
-    cdef DedupPartition* _parts
+    cdef IndexPartition* _parts            # items: DedupSlot*
     cdef Py_ssize_t _len
     cdef DedupDue* _heap                   # a min-heap by until_ms (one reference each)
     cdef Py_ssize_t _heap_len
@@ -226,14 +228,8 @@ cdef class IdGenerator:
 
 # ---------------------------------------------------------------- table.pxi
 
-cdef struct Partition:
-    PyObject** buckets
-    uint32_t mask
-    uint32_t count
-
-
 cdef class JobTable:
-    cdef Partition* _parts
+    cdef IndexPartition* _parts            # items: Job (one reference each)
     cdef Py_ssize_t _len
     cdef Py_ssize_t _released      # partitions freed so far by release_some()
     cdef readonly Py_ssize_t acked # jobs in the acked state (NodeCore.acknowledge counts too)
@@ -241,7 +237,6 @@ cdef class JobTable:
     cdef Job find(self, const char* job_id)
     cdef bint insert(self, Job job) except -1
     cdef bint remove(self, Job job) except -1
-    cdef int _resize(self, Partition* part, uint32_t size) except -1
 
 
 # ------------------------------------------------------------- schedule.pxi

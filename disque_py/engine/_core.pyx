@@ -7,6 +7,7 @@
 #   job.pxi       the job record (C fields, no cyclic-GC tracking)
 #   ids.pxi       job IDs: making and checking them
 #   siphash.pxi   the tables' keyed hash
+#   index.pxi     the tables' hash index: partitions of (hash, item) buckets
 #   table.pxi     the job table by ID, partitioned for stateless scans
 #   schedule.pxi  the awake schedule: every job's next timer
 #   queue.pxi     queues: jobs in delivery order, and each queue's state
@@ -30,6 +31,7 @@ from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE
 include "job.pxi"
 include "ids.pxi"
 include "siphash.pxi"
+include "index.pxi"
 include "table.pxi"
 include "schedule.pxi"
 include "queue.pxi"

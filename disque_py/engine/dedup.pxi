@@ -41,34 +41,28 @@ from libc.string cimport memset
 
 from disque_py.core.effects import AofDedup, AofUndedup
 
-cdef extern from *:
-    void __builtin_prefetch(const void* address) noexcept nogil
-
 DEFAULT_DEDUP_MAX_KEYS = 1000000
 DEDUP_TABLE_FULL = "DEDUP key table is full (dedup-max-keys %d)"
 
 
-# The table: DEDUP_PARTITIONS small open-addressing tables (linear probing)
-# of (hash, slot) pairs, and the windows' ends in a binary heap kept in a C
-# array. A slot is one C block with the key inline (DedupSlot, _core.pxd),
-# and the job points to it: an ADDJOB with a new key costs a hash of the
-# key, one allocation and a heap push, and no Python object (a DedupEntry
-# object, the key's bytes and a JobOptions of the job's own cost 1.5 plain
-# ADDJOBs' instructions). The hashes sit in the probed array itself: a new
-# key, the producer's common case, is found absent without touching a slot
-# (chains through the slots cost a cache miss per slot on a large table,
-# which made the rate 0.68x a plain ADDJOB's).
+# The table: the hash index of index.pxi over the slots (DEDUP_PARTITIONS
+# partitions), and the windows' ends in a binary heap kept in a C array. A
+# slot is one C block with the key inline (DedupSlot, _core.pxd), and the
+# job points to it: an ADDJOB with a new key costs a hash of the key, one
+# allocation and a heap push, and no Python object (a DedupEntry object,
+# the key's bytes and a JobOptions of the job's own cost 1.5 plain ADDJOBs'
+# instructions). A new key, the producer's common case, is found absent
+# without touching a slot (the index keeps the hashes).
 #
 # A slot's references: one for the heap (until its window ends, or a
 # compaction drops it once unlinked) and one per job whose key it is; it is
-# linked in its chain while `live`. A job keeps its slot, and so its key,
+# in the index while `live`. A job keeps its slot, and so its key,
 # after the table forgot the pair (window ended, table cleared, ADDJOB
 # failed): the key still travels with the job, as a job's options do.
 
 cdef enum:
     DEDUP_PARTITION_BITS = 8
     DEDUP_PARTITIONS = 256
-    DEDUP_MIN_BUCKETS = 8
     DEDUP_HEAP_MIN = 64
 
 
@@ -132,18 +126,18 @@ cdef DedupSlot* _new_slot(object queue, const char* key, Py_ssize_t key_len, uin
 cdef inline DedupSlot* dedup_find(DedupTable table, object queue, const char* key,
                                   Py_ssize_t key_len, uint64_t h, int64_t now_ms) noexcept:
     """The pair's slot whose window ends last, or NULL (none open)."""
-    cdef DedupPartition* part = &table._parts[h & (DEDUP_PARTITIONS - 1)]
-    cdef DedupBucket* bucket
+    cdef IndexPartition* part = &table._parts[h & (DEDUP_PARTITIONS - 1)]
+    cdef IndexBucket* bucket
     cdef DedupSlot* slot
     cdef DedupSlot* best = NULL
     cdef uint32_t i
     if part.buckets == NULL:
         return NULL
-    i = (h >> DEDUP_PARTITION_BITS) & part.mask
+    i = index_home(part, h, DEDUP_PARTITION_BITS)
     bucket = &part.buckets[i]
-    while bucket.slot != NULL:
+    while bucket.item != NULL:
         if bucket.hash == h:
-            slot = bucket.slot
+            slot = <DedupSlot*>bucket.item
             if slot.until_ms > now_ms and (best == NULL or slot.until_ms > best.until_ms) \
                     and _slot_is(slot, h, queue, key, key_len):
                 best = slot
@@ -177,9 +171,9 @@ cdef inline DedupSlot* dedup_add(DedupTable table, object queue, const char* key
 cdef inline void dedup_prefetch(DedupTable table, uint64_t h) noexcept:
     """Start reading the bucket where the pair's probe begins: on a table
     larger than the cache it is a miss, which the caller's next steps hide."""
-    cdef DedupPartition* part = &table._parts[h & (DEDUP_PARTITIONS - 1)]
+    cdef IndexPartition* part = &table._parts[h & (DEDUP_PARTITIONS - 1)]
     if part.buckets != NULL:
-        __builtin_prefetch(&part.buckets[(h >> DEDUP_PARTITION_BITS) & part.mask])
+        __builtin_prefetch(&part.buckets[index_home(part, h, DEDUP_PARTITION_BITS)])
 
 
 @cython.final
@@ -187,7 +181,7 @@ cdef class DedupTable:
     """(queue, key) -> the slots naming jobs, with the windows' ends in a heap."""
 
     def __cinit__(self):
-        self._parts = <DedupPartition*>PyMem_Calloc(DEDUP_PARTITIONS, sizeof(DedupPartition))
+        self._parts = <IndexPartition*>PyMem_Calloc(DEDUP_PARTITIONS, sizeof(IndexPartition))
         if self._parts == NULL:
             raise MemoryError()
 
@@ -207,14 +201,14 @@ cdef class DedupTable:
     cdef DedupSlot* _find_job(self, object queue, const char* key, Py_ssize_t key_len,
                               uint64_t h, const char* job_id) noexcept:
         """The pair's slot for that job, or NULL."""
-        cdef DedupPartition* part = &self._parts[h & (DEDUP_PARTITIONS - 1)]
+        cdef IndexPartition* part = &self._parts[h & (DEDUP_PARTITIONS - 1)]
         cdef uint32_t i
         cdef DedupSlot* slot
         if part.buckets == NULL:
             return NULL
-        i = (h >> DEDUP_PARTITION_BITS) & part.mask
-        while part.buckets[i].slot != NULL:
-            slot = part.buckets[i].slot
+        i = index_home(part, h, DEDUP_PARTITION_BITS)
+        while part.buckets[i].item != NULL:
+            slot = <DedupSlot*>part.buckets[i].item
             if part.buckets[i].hash == h and memcmp(slot.id, job_id, JOB_ID_LEN) == 0 and \
                     _slot_is(slot, h, queue, key, key_len):
                 return slot
@@ -224,14 +218,13 @@ cdef class DedupTable:
     cdef int64_t unlink(self, DedupSlot* slot) noexcept:
         """Forget a live slot's pair (its references stay where they are);
         the memory freed."""
-        cdef DedupPartition* part = &self._parts[slot.hash & (DEDUP_PARTITIONS - 1)]
-        cdef uint32_t i = (slot.hash >> DEDUP_PARTITION_BITS) & part.mask
+        cdef IndexPartition* part = &self._parts[slot.hash & (DEDUP_PARTITIONS - 1)]
+        cdef uint32_t i = index_home(part, slot.hash, DEDUP_PARTITION_BITS)
         cdef int64_t freed = _slot_memory(slot)
-        while part.buckets[i].slot != slot:
+        while part.buckets[i].item != <void*>slot:
             i = (i + 1) & part.mask
-        _close_gap(part, i)
+        index_remove_at(part, i, DEDUP_PARTITION_BITS)
         slot.live = False
-        part.count -= 1
         self._len -= 1
         self.memory -= freed
         if self._len * 2 + DEDUP_HEAP_MIN < self._heap_len:
@@ -292,15 +285,15 @@ cdef class DedupTable:
         """[(queue, key, job ID, window end ms)], a snapshot."""
         cdef Py_ssize_t p
         cdef uint32_t i
-        cdef DedupPartition* part
+        cdef IndexPartition* part
         found = []
         for p in range(DEDUP_PARTITIONS):
             part = &self._parts[p]
             if part.buckets == NULL:
                 continue
             for i in range(part.mask + 1):
-                if part.buckets[i].slot != NULL:
-                    found.append(slot_fields(part.buckets[i].slot))
+                if part.buckets[i].item != NULL:
+                    found.append(slot_fields(<DedupSlot*>part.buckets[i].item))
         return found
 
     def clear(self):
@@ -373,72 +366,21 @@ cdef int _grow_heap(DedupTable table) except -1:
 
 cdef inline int _link(DedupTable table, DedupSlot* slot) except -1:
     """Index a new slot (inline: ADDJOB's path)."""
-    cdef DedupPartition* part = &table._parts[slot.hash & (DEDUP_PARTITIONS - 1)]
-    if part.buckets == NULL:
-        _resize_dedup(part, DEDUP_MIN_BUCKETS)
-    elif (part.count + 1) * 2 > part.mask + 1:       # at most half full
-        _resize_dedup(part, (part.mask + 1) * 2)
-    _place(part, slot.hash, slot)
+    index_add(&table._parts[slot.hash & (DEDUP_PARTITIONS - 1)], slot.hash, slot,
+              DEDUP_PARTITION_BITS)
     slot.live = True
-    part.count += 1
     table._len += 1
     return 0
 
 
-cdef inline void _place(DedupPartition* part, uint64_t h, DedupSlot* slot) noexcept:
-    cdef uint32_t i = (h >> DEDUP_PARTITION_BITS) & part.mask
-    while part.buckets[i].slot != NULL:
-        i = (i + 1) & part.mask
-    part.buckets[i].hash = h
-    part.buckets[i].slot = slot
-
-
-cdef void _close_gap(DedupPartition* part, uint32_t gap) noexcept:
-    """Empty bucket `gap` and pull back the pairs probing past it, so every
-    pair stays reachable from its home bucket without tombstones."""
-    cdef uint32_t i = gap, home
-    while True:
-        i = (i + 1) & part.mask
-        if part.buckets[i].slot == NULL:
-            break
-        home = (part.buckets[i].hash >> DEDUP_PARTITION_BITS) & part.mask
-        # Move it unless its home lies cyclically in (gap, i].
-        if (i > gap and (home <= gap or home > i)) or (i < gap and home <= gap and home > i):
-            part.buckets[gap] = part.buckets[i]
-            gap = i
-    part.buckets[gap].slot = NULL
-    part.buckets[gap].hash = 0
-
-
-cdef int _resize_dedup(DedupPartition* part, uint32_t size) except -1:
-    cdef DedupBucket* old = part.buckets
-    cdef uint32_t i, old_size = part.mask + 1 if old != NULL else 0
-    # malloc and memset: glibc's calloc cleared these sizes ten times slower.
-    cdef DedupBucket* buckets = <DedupBucket*>PyMem_Malloc(size * sizeof(DedupBucket))
-    if buckets == NULL:
-        raise MemoryError()
-    memset(buckets, 0, size * sizeof(DedupBucket))
-    part.buckets = buckets
-    part.mask = size - 1
-    for i in range(old_size):
-        if old[i].slot != NULL:
-            _place(part, old[i].hash, old[i].slot)
-    PyMem_Free(old)
-    return 0
-
-
-cdef void _release_dedup_partition(DedupPartition* part) noexcept:
+cdef void _release_dedup_partition(IndexPartition* part) noexcept:
     """Unlink every slot (the heap and the jobs hold their references)."""
     cdef uint32_t i
-    if part.buckets == NULL:
-        return
-    for i in range(part.mask + 1):
-        if part.buckets[i].slot != NULL:
-            part.buckets[i].slot.live = False
-    PyMem_Free(part.buckets)
-    part.buckets = NULL
-    part.mask = 0
-    part.count = 0
+    if part.buckets != NULL:
+        for i in range(part.mask + 1):
+            if part.buckets[i].item != NULL:
+                (<DedupSlot*>part.buckets[i].item).live = False
+    index_free(part)
 
 
 # ------------------------------------------------ the rules, for node.pxi

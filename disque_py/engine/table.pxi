@@ -1,11 +1,10 @@
 # The job table: every job this node knows, by ID.
 #
-# A hash table split by hash into TABLE_PARTITIONS partitions, each a small
-# chained table threaded through the jobs (job.table_next), so an entry
-# costs one pointer in the job and, at a load between 1 and 2 jobs per
-# bucket, half a pointer or so in a bucket array: no bytes key, no dict
+# The partitioned hash index of index.pxi, its items the jobs: an entry
+# costs a 16-byte bucket, a quarter to half full, and no bytes key nor dict
 # entry. The hash is keyed (siphash.pxi): a client that makes up IDs
-# cannot aim them at one chain.
+# cannot aim them at one probe run. The job keeps its ID's hash
+# (job.table_hash), computed once for its insert, prefetch and removal.
 #
 # Partitions serve two purposes:
 #   * JSCAN's stateless cursors: a cursor is the index of the next
@@ -28,15 +27,32 @@ cdef inline uint64_t _id_hash(const char* job_id) noexcept:
     return keyed_hash(job_id, JOB_ID_LEN)
 
 
-cdef inline Partition* _partition_of(Partition* parts, uint64_t h) noexcept:
+cdef inline uint64_t job_hash(Job job) noexcept:
+    """The job's ID hash, computed once: job.table_hash, when not 0, is it
+    (a hash that is truly 0 is computed each time, and is still right)."""
+    if job.table_hash == 0:
+        job.table_hash = _id_hash(job.id_)
+    return job.table_hash
+
+
+cdef inline IndexPartition* _partition_of(IndexPartition* parts, uint64_t h) noexcept:
     return &parts[h & (TABLE_PARTITIONS - 1)]
+
+
+cdef inline void jobs_prefetch(JobTable table, Job job) noexcept:
+    """Start reading the bucket where the job's insert will probe (a cache
+    miss on a large table, which the caller's next steps hide)."""
+    cdef uint64_t h = job_hash(job)
+    cdef IndexPartition* part = _partition_of(table._parts, h)
+    if part.buckets != NULL:
+        __builtin_prefetch(&part.buckets[index_home(part, h, TABLE_PARTITION_BITS)])
 
 
 @cython.final
 cdef class JobTable:
 
     def __cinit__(self):
-        self._parts = <Partition*>PyMem_Calloc(TABLE_PARTITIONS, sizeof(Partition))
+        self._parts = <IndexPartition*>PyMem_Calloc(TABLE_PARTITIONS, sizeof(IndexPartition))
         if self._parts == NULL:
             raise MemoryError()
 
@@ -56,87 +72,60 @@ cdef class JobTable:
 
     cdef Job find(self, const char* job_id):
         cdef uint64_t h = _id_hash(job_id)
-        cdef Partition* part = _partition_of(self._parts, h)
-        cdef PyObject* entry
+        cdef IndexPartition* part = _partition_of(self._parts, h)
+        cdef uint32_t i
+        cdef void* item
         if part.buckets == NULL:
             return None
-        entry = part.buckets[(h >> TABLE_PARTITION_BITS) & part.mask]
-        while entry != NULL:
-            if memcmp((<Job>entry).id_, job_id, JOB_ID_LEN) == 0:
-                return <Job>entry
-            entry = (<Job>entry).table_next
+        i = index_home(part, h, TABLE_PARTITION_BITS)
+        item = part.buckets[i].item
+        while item != NULL:
+            if part.buckets[i].hash == h and memcmp((<Job>item).id_, job_id, JOB_ID_LEN) == 0:
+                return <Job>item
+            i = (i + 1) & part.mask
+            item = part.buckets[i].item
         return None
 
     cdef bint insert(self, Job job) except -1:
         """Add `job`; False (and nothing changes) if its ID is here already."""
-        cdef uint64_t h = _id_hash(job.id_)
-        cdef Partition* part = _partition_of(self._parts, h)
-        cdef PyObject** slot
-        cdef PyObject* entry
-        if part.buckets == NULL:
-            self._resize(part, TABLE_MIN_BUCKETS)
-        slot = &part.buckets[(h >> TABLE_PARTITION_BITS) & part.mask]
-        entry = slot[0]
-        while entry != NULL:
-            if memcmp((<Job>entry).id_, job.id_, JOB_ID_LEN) == 0:
-                return False
-            entry = (<Job>entry).table_next
+        cdef uint64_t h = job_hash(job)
+        cdef IndexPartition* part = _partition_of(self._parts, h)
+        cdef uint32_t i
+        cdef void* item
+        if part.buckets != NULL:
+            i = index_home(part, h, TABLE_PARTITION_BITS)
+            item = part.buckets[i].item
+            while item != NULL:
+                if part.buckets[i].hash == h and \
+                        memcmp((<Job>item).id_, job.id_, JOB_ID_LEN) == 0:
+                    return False
+                i = (i + 1) & part.mask
+                item = part.buckets[i].item
+        index_add(part, h, <void*>job, TABLE_PARTITION_BITS)
         Py_INCREF(job)
-        job.table_next = slot[0]
-        slot[0] = <PyObject*>job
-        part.count += 1
         self._len += 1
         if job.state == ACKED:
             self.acked += 1
-        if part.count > (part.mask + 1) * TABLE_MAX_LOAD:
-            self._resize(part, (part.mask + 1) * 2)
         return True
 
     cdef bint remove(self, Job job) except -1:
         """Take `job` itself out; False if it is not in the table."""
-        cdef uint64_t h = _id_hash(job.id_)
-        cdef Partition* part = _partition_of(self._parts, h)
-        cdef PyObject** link
+        cdef uint64_t h = job_hash(job)
+        cdef IndexPartition* part = _partition_of(self._parts, h)
+        cdef uint32_t i
         if part.buckets == NULL:
             return False
-        link = &part.buckets[(h >> TABLE_PARTITION_BITS) & part.mask]
-        while link[0] != NULL and link[0] != <PyObject*>job:
-            link = &(<Job>link[0]).table_next
-        if link[0] == NULL:
+        i = index_home(part, h, TABLE_PARTITION_BITS)
+        while part.buckets[i].item != NULL and part.buckets[i].item != <void*>job:
+            i = (i + 1) & part.mask
+        if part.buckets[i].item == NULL:
             return False
-        link[0] = job.table_next
-        job.table_next = NULL
-        part.count -= 1
+        index_remove_at(part, i, TABLE_PARTITION_BITS)
         self._len -= 1
         if job.state == ACKED:
             self.acked -= 1
-        if part.mask + 1 > TABLE_MIN_BUCKETS and part.count * 8 < part.mask + 1:
-            self._resize(part, (part.mask + 1) // 2)
         Py_DECREF(job)        # last: the table's reference may be the last one
         return True
-
-    cdef int _resize(self, Partition* part, uint32_t size) except -1:
-        cdef PyObject** buckets = <PyObject**>PyMem_Calloc(size, sizeof(PyObject*))
-        cdef PyObject* entry
-        cdef PyObject* following
-        cdef PyObject** slot
-        cdef uint32_t i
-        if buckets == NULL:
-            raise MemoryError()
-        if part.buckets != NULL:
-            for i in range(part.mask + 1):
-                entry = part.buckets[i]
-                while entry != NULL:
-                    following = (<Job>entry).table_next
-                    slot = &buckets[(_id_hash((<Job>entry).id_) >> TABLE_PARTITION_BITS)
-                                    & (size - 1)]
-                    (<Job>entry).table_next = slot[0]
-                    slot[0] = entry
-                    entry = following
-            PyMem_Free(part.buckets)
-        part.buckets = buckets
-        part.mask = size - 1
-        return 0
 
     # -------------------------------------------------------- Python API
 
@@ -191,7 +180,7 @@ cdef class JobTable:
         next cursor is 0 once the scan is complete; a cursor past the last
         partition is a finished scan."""
         cdef Py_ssize_t index, budget, wanted
-        cdef Partition* part
+        cdef IndexPartition* part
         found = []
         if not 0 <= cursor < TABLE_PARTITIONS:
             return 0, found
@@ -220,7 +209,7 @@ cdef class JobTable:
         `budget_jobs` jobs per call (for a flushed table freed in slices).
         True once everything is released."""
         cdef Py_ssize_t freed = 0
-        cdef Partition* part
+        cdef IndexPartition* part
         while self._released < TABLE_PARTITIONS and freed < budget_jobs:
             part = &self._parts[self._released]
             freed += part.count + 1
@@ -230,38 +219,24 @@ cdef class JobTable:
         return self._released == TABLE_PARTITIONS
 
 
-cdef list _partition_list(Partition* part):
+cdef list _partition_list(IndexPartition* part):
     found = []
     _append_partition(part, found)
     return found
 
 
-cdef void _append_partition(Partition* part, list found) except *:
+cdef void _append_partition(IndexPartition* part, list found) except *:
     cdef uint32_t i
-    cdef PyObject* entry
     if part.buckets == NULL:
         return
     for i in range(part.mask + 1):
-        entry = part.buckets[i]
-        while entry != NULL:
-            found.append(<object>entry)
-            entry = (<Job>entry).table_next
+        if part.buckets[i].item != NULL:
+            found.append(<Job>part.buckets[i].item)
 
 
-cdef void _release_partition(Partition* part) noexcept:
+cdef void _release_partition(IndexPartition* part) noexcept:
     cdef uint32_t i
-    cdef PyObject* entry
-    cdef PyObject* following
-    if part.buckets == NULL:
-        return
-    for i in range(part.mask + 1):
-        entry = part.buckets[i]
-        while entry != NULL:
-            following = (<Job>entry).table_next
-            (<Job>entry).table_next = NULL
-            Py_XDECREF(entry)
-            entry = following
-    PyMem_Free(part.buckets)
-    part.buckets = NULL
-    part.mask = 0
-    part.count = 0
+    if part.buckets != NULL:
+        for i in range(part.mask + 1):
+            Py_XDECREF(<PyObject*>part.buckets[i].item)
+    index_free(part)
