@@ -39,6 +39,23 @@ cdef inline IndexPartition* _partition_of(IndexPartition* parts, uint64_t h) noe
     return &parts[h & (TABLE_PARTITIONS - 1)]
 
 
+cdef inline void* _find_in(IndexPartition* parts, uint64_t h, const char* job_id) noexcept:
+    """The job with this ID (and this ID's hash), or NULL."""
+    cdef IndexPartition* part = _partition_of(parts, h)
+    cdef uint32_t i
+    cdef void* item
+    if part.buckets == NULL:
+        return NULL
+    i = index_home(part, h, TABLE_PARTITION_BITS)
+    item = part.buckets[i].item
+    while item != NULL:
+        if part.buckets[i].hash == h and memcmp((<Job>item).id_, job_id, JOB_ID_LEN) == 0:
+            return item
+        i = (i + 1) & part.mask
+        item = part.buckets[i].item
+    return NULL
+
+
 cdef inline void jobs_prefetch(JobTable table, Job job) noexcept:
     """Start reading the bucket where the job's insert will probe (a cache
     miss on a large table, which the caller's next steps hide)."""
@@ -71,37 +88,15 @@ cdef class JobTable:
     # ------------------------------------------------------------- C API
 
     cdef Job find(self, const char* job_id):
-        cdef uint64_t h = _id_hash(job_id)
-        cdef IndexPartition* part = _partition_of(self._parts, h)
-        cdef uint32_t i
-        cdef void* item
-        if part.buckets == NULL:
-            return None
-        i = index_home(part, h, TABLE_PARTITION_BITS)
-        item = part.buckets[i].item
-        while item != NULL:
-            if part.buckets[i].hash == h and memcmp((<Job>item).id_, job_id, JOB_ID_LEN) == 0:
-                return <Job>item
-            i = (i + 1) & part.mask
-            item = part.buckets[i].item
-        return None
+        cdef void* item = _find_in(self._parts, _id_hash(job_id), job_id)
+        return None if item == NULL else <Job>item
 
     cdef bint insert(self, Job job) except -1:
         """Add `job`; False (and nothing changes) if its ID is here already."""
         cdef uint64_t h = job_hash(job)
-        cdef IndexPartition* part = _partition_of(self._parts, h)
-        cdef uint32_t i
-        cdef void* item
-        if part.buckets != NULL:
-            i = index_home(part, h, TABLE_PARTITION_BITS)
-            item = part.buckets[i].item
-            while item != NULL:
-                if part.buckets[i].hash == h and \
-                        memcmp((<Job>item).id_, job.id_, JOB_ID_LEN) == 0:
-                    return False
-                i = (i + 1) & part.mask
-                item = part.buckets[i].item
-        index_add(part, h, <void*>job, TABLE_PARTITION_BITS)
+        if _find_in(self._parts, h, job.id_) != NULL:
+            return False
+        index_add(_partition_of(self._parts, h), h, <void*>job, TABLE_PARTITION_BITS)
         Py_INCREF(job)
         self._len += 1
         if job.state == ACKED:
