@@ -64,7 +64,7 @@ cdef enum:
     JOB_MEMORY_OVERHEAD = 420      # bytes per job beyond its body
     QUEUE_MEMORY_OVERHEAD = 500    # bytes per queue
     DEDUP_MEMORY_OVERHEAD = 150    # bytes per DEDUP key beyond the key: its 80-byte slot,
-                                   # a 16-byte bucket a quarter to half full, a 16-byte
+                                   # a 16-byte bucket an eighth to half full, a 16-byte
                                    # heap entry
 
 

@@ -37,7 +37,6 @@
 # rest. Expired keys are skipped when loaded.
 
 from cpython.mem cimport PyMem_Realloc
-from libc.string cimport memset
 
 from disque_py.core.effects import AofDedup, AofUndedup
 
@@ -68,7 +67,7 @@ cdef enum:
 
 cdef inline uint64_t dedup_hash(object queue, const char* key, Py_ssize_t key_len) except? 0:
     """The pair's hash: keyed (a client choosing keys cannot aim them at one
-    chain); the queue's is cached in its name."""
+    probe run); the queue's is cached in its name."""
     return keyed_hash(key, key_len) ^ \
         (<uint64_t>hash(queue) * <uint64_t>0x9E3779B97F4A7C15)
 
@@ -161,6 +160,8 @@ cdef inline DedupSlot* dedup_add(DedupTable table, object queue, const char* key
     if table._len >= table.max_keys:
         table.dropped += 1
         return NULL
+    if table._heap_len == table._heap_cap:
+        _grow_heap(table)              # first: a slot made is never dropped
     slot = _new_slot(queue, key, key_len, h, job_id, until_ms)
     _heap_push(table, slot)
     _link(table, slot)
@@ -169,11 +170,8 @@ cdef inline DedupSlot* dedup_add(DedupTable table, object queue, const char* key
 
 
 cdef inline void dedup_prefetch(DedupTable table, uint64_t h) noexcept:
-    """Start reading the bucket where the pair's probe begins: on a table
-    larger than the cache it is a miss, which the caller's next steps hide."""
-    cdef IndexPartition* part = &table._parts[h & (DEDUP_PARTITIONS - 1)]
-    if part.buckets != NULL:
-        __builtin_prefetch(&part.buckets[index_home(part, h, DEDUP_PARTITION_BITS)])
+    """Start reading the bucket the pair's probe begins at (index.pxi)."""
+    index_prefetch(&table._parts[h & (DEDUP_PARTITIONS - 1)], h, DEDUP_PARTITION_BITS)
 
 
 @cython.final
@@ -219,11 +217,11 @@ cdef class DedupTable:
         """Forget a live slot's pair (its references stay where they are);
         the memory freed."""
         cdef IndexPartition* part = &self._parts[slot.hash & (DEDUP_PARTITIONS - 1)]
-        cdef uint32_t i = index_home(part, slot.hash, DEDUP_PARTITION_BITS)
+        cdef int64_t at = index_find_item(part, slot.hash, slot, DEDUP_PARTITION_BITS)
         cdef int64_t freed = _slot_memory(slot)
-        while part.buckets[i].item != <void*>slot:
-            i = (i + 1) & part.mask
-        index_remove_at(part, i, DEDUP_PARTITION_BITS)
+        if at < 0:                 # not live: nothing to forget
+            return 0
+        index_remove_at(part, <uint32_t>at, DEDUP_PARTITION_BITS)
         slot.live = False
         self._len -= 1
         self.memory -= freed
@@ -334,14 +332,12 @@ cdef void _sift_down(DedupDue* heap, Py_ssize_t n, Py_ssize_t i, DedupDue moving
     heap[i] = moving
 
 
-cdef inline int _heap_push(DedupTable table, DedupSlot* slot) except -1:
-    """The heap takes the slot's new reference (inline: ADDJOB's path)."""
+cdef inline void _heap_push(DedupTable table, DedupSlot* slot) noexcept:
+    """The heap takes the slot's new reference (inline: ADDJOB's path); the
+    caller made room."""
     cdef Py_ssize_t i = table._heap_len, parent
-    cdef DedupDue* heap
+    cdef DedupDue* heap = table._heap
     cdef int64_t until_ms = slot.until_ms
-    if i == table._heap_cap:
-        _grow_heap(table)
-    heap = table._heap
     while i > 0:
         parent = (i - 1) >> 1
         if heap[parent].until_ms <= until_ms:
@@ -351,7 +347,6 @@ cdef inline int _heap_push(DedupTable table, DedupSlot* slot) except -1:
     heap[i].until_ms = until_ms
     heap[i].slot = slot
     table._heap_len += 1
-    return 0
 
 
 cdef int _grow_heap(DedupTable table) except -1:

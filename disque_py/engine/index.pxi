@@ -8,7 +8,8 @@
 # Rules it keeps: every item is reachable from its home bucket by a run of
 # occupied buckets (no tombstones: a removal shifts later entries back); a
 # partition is at most half full (it doubles) and, once larger than
-# INDEX_MIN_BUCKETS, at least an eighth full (it halves); the index holds
+# INDEX_MIN_BUCKETS, at least an eighth full (it halves, unless memory is
+# short); the index holds
 # no reference to its items (each table keeps its own). `bits`: how many
 # low bits of the hash choose the partition (the rest choose the bucket).
 
@@ -23,6 +24,27 @@ cdef enum:
 
 cdef inline uint32_t index_home(IndexPartition* part, uint64_t h, int bits) noexcept:
     return <uint32_t>(h >> bits) & part.mask
+
+
+cdef inline void index_prefetch(IndexPartition* part, uint64_t h, int bits) noexcept:
+    """Start reading the bucket where a probe for `h` begins: on a table
+    larger than the cache it is a miss, which the caller's next steps hide."""
+    if part.buckets != NULL:
+        __builtin_prefetch(&part.buckets[index_home(part, h, bits)])
+
+
+cdef inline int64_t index_find_item(IndexPartition* part, uint64_t h, void* item,
+                                    int bits) noexcept:
+    """The bucket holding `item` (indexed under `h`), or -1."""
+    cdef uint32_t i
+    if part.buckets == NULL:
+        return -1
+    i = index_home(part, h, bits)
+    while part.buckets[i].item != item:
+        if part.buckets[i].item == NULL:
+            return -1
+        i = (i + 1) & part.mask
+    return i
 
 
 cdef inline void _index_place(IndexPartition* part, uint64_t h, void* item, int bits) noexcept:

@@ -25,6 +25,21 @@ cdef int _key_halves(bytes key, uint64_t* k0, uint64_t* k1) except -1:
 _key_halves(urandom(16), &_sip_k0, &_sip_k1)
 
 
+cdef extern from *:
+    """
+    /* 8 bytes as a little-endian word, on any host (SipHash reads words so). */
+    static inline uint64_t disque_load_le64(const char *p) {
+        uint64_t word;
+        memcpy(&word, p, 8);
+    #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+        word = __builtin_bswap64(word);
+    #endif
+        return word;
+    }
+    """
+    uint64_t disque_load_le64(const char* p) noexcept nogil
+
+
 cdef inline uint64_t _rotl(uint64_t x, int bits) noexcept:
     return (x << bits) | (x >> (64 - bits))
 
@@ -55,21 +70,18 @@ cdef inline uint64_t keyed_hash(const char* data, Py_ssize_t size) noexcept:
 
 cdef inline uint64_t siphash13(uint64_t k0, uint64_t k1, const char* data,
                                Py_ssize_t size) noexcept:
-    """SipHash-1-3 of the bytes (on a little-endian host; a big-endian one
-    reads the words the other way: another keyed hash, as good for a table)."""
+    """SipHash-1-3 of the bytes."""
     cdef uint64_t v[4]
-    cdef uint64_t word, last = (<uint64_t>size) << 56
+    cdef uint64_t last = (<uint64_t>size) << 56
     cdef Py_ssize_t at, tail = size & 7
     v[0] = k0 ^ 0x736f6d6570736575ULL
     v[1] = k1 ^ 0x646f72616e646f6dULL
     v[2] = k0 ^ 0x6c7967656e657261ULL
     v[3] = k1 ^ 0x7465646279746573ULL
     for at in range(0, size - tail, 8):
-        memcpy(&word, data + at, 8)
-        _sip_absorb(v, word)
+        _sip_absorb(v, disque_load_le64(data + at))
     if tail and size >= 8:             # the tail is the top of the last 8 bytes
-        memcpy(&word, data + size - 8, 8)
-        last |= word >> (64 - 8 * tail)
+        last |= disque_load_le64(data + size - 8) >> (64 - 8 * tail)
     else:
         for at in range(tail):
             last |= (<uint64_t>(<unsigned char>data[size - tail + at])) << (8 * at)

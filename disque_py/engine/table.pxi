@@ -1,7 +1,7 @@
 # The job table: every job this node knows, by ID.
 #
 # The partitioned hash index of index.pxi, its items the jobs: an entry
-# costs a 16-byte bucket, a quarter to half full, and no bytes key nor dict
+# costs a 16-byte bucket, an eighth to half full, and no bytes key nor dict
 # entry. The hash is keyed (siphash.pxi): a client that makes up IDs
 # cannot aim them at one probe run. The job keeps its ID's hash
 # (job.table_hash), computed once for its insert, prefetch and removal.
@@ -57,12 +57,9 @@ cdef inline void* _find_in(IndexPartition* parts, uint64_t h, const char* job_id
 
 
 cdef inline void jobs_prefetch(JobTable table, Job job) noexcept:
-    """Start reading the bucket where the job's insert will probe (a cache
-    miss on a large table, which the caller's next steps hide)."""
+    """Start reading the bucket the job's insert will probe (index.pxi)."""
     cdef uint64_t h = job_hash(job)
-    cdef IndexPartition* part = _partition_of(table._parts, h)
-    if part.buckets != NULL:
-        __builtin_prefetch(&part.buckets[index_home(part, h, TABLE_PARTITION_BITS)])
+    index_prefetch(_partition_of(table._parts, h), h, TABLE_PARTITION_BITS)
 
 
 @cython.final
@@ -107,15 +104,10 @@ cdef class JobTable:
         """Take `job` itself out; False if it is not in the table."""
         cdef uint64_t h = job_hash(job)
         cdef IndexPartition* part = _partition_of(self._parts, h)
-        cdef uint32_t i
-        if part.buckets == NULL:
+        cdef int64_t at = index_find_item(part, h, <void*>job, TABLE_PARTITION_BITS)
+        if at < 0:
             return False
-        i = index_home(part, h, TABLE_PARTITION_BITS)
-        while part.buckets[i].item != NULL and part.buckets[i].item != <void*>job:
-            i = (i + 1) & part.mask
-        if part.buckets[i].item == NULL:
-            return False
-        index_remove_at(part, i, TABLE_PARTITION_BITS)
+        index_remove_at(part, <uint32_t>at, TABLE_PARTITION_BITS)
         self._len -= 1
         if job.state == ACKED:
             self.acked -= 1
