@@ -68,7 +68,7 @@ cdef enum:
                                    # heap entry
 
 
-# ------------------------------------------------- dedup.pxi's records
+# ------------------------------------------- dedup_table.pxi's records
 
 # A (queue, key) pair naming a job until its window ends: one C block, the
 # key inline. Owned by the table's heap until the window ends, and by each
@@ -109,7 +109,7 @@ cdef class Job:
     # Its JobOptions (options beyond Disque), owned, or NULL: a plain job
     # pays one pointer and no lookup.
     cdef PyObject* options_
-    # Its DEDUP key's slot in the key table (dedup.pxi), or NULL: the
+    # Its DEDUP key's slot in the key table (dedup_table.pxi), or NULL: the
     # job holds one of the slot's references (it fills the 8 bytes the
     # allocator rounded the record up to: no memory for a plain job).
     cdef DedupSlot* dedup_
@@ -174,7 +174,7 @@ cdef struct IndexPartition:
     uint32_t count
 
 
-# ---------------------------------------------------------------- dedup.pxi
+# ---------------------------------------------------------- dedup_table.pxi
 
 # A heap entry: a window's end, copied from its slot so that ordering the
 # heap reads no slot (each would be a cache miss on a large table).

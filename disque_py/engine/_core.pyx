@@ -13,7 +13,8 @@
 #   queue.pxi     queues: jobs in delivery order, and each queue's state
 #   node.pxi      NodeCore: the node's jobs and the job lifecycle
 #   options.pxi   job options beyond Disque (BACKOFF, MAXDELIVERIES, PRIORITY)
-#   dedup.pxi     ADDJOB ... DEDUP: the table of keys
+#   dedup_table.pxi  the table of DEDUP keys: slots, index, expiry heap
+#   dedup.pxi     ADDJOB ... DEDUP: what a key means, for the node
 #   wire.pxi      a job's bytes on the bus and in the AOF
 #   copies.pxi    copies between nodes: REPLJOB, GOTJOB, adopting a copy
 #   resp.pxi      the request parser and the reply buffer
@@ -37,6 +38,7 @@ include "schedule.pxi"
 include "queue.pxi"
 include "node.pxi"
 include "options.pxi"
+include "dedup_table.pxi"
 include "dedup.pxi"
 include "wire.pxi"
 include "copies.pxi"

@@ -1,5 +1,5 @@
-# The hash index both tables keep (table.pxi: jobs by ID; dedup.pxi: DEDUP
-# keys): split by hash into partitions, each an array of (hash, item)
+# The hash index both tables keep (table.pxi: jobs by ID; dedup_table.pxi:
+# DEDUP keys): split by hash into partitions, each an array of (hash, item)
 # buckets probed linearly from the item's home bucket. The full 64-bit
 # hash sits in the bucket, so a probe reads no item until two hashes match
 # (an item read is a cache miss on a large table; chains through the items

@@ -1,6 +1,6 @@
 # Job options beyond Disque: BACKOFF, MAXDELIVERIES and DEADLETTER,
 # PRIORITY; and, in the same block on the wire, the DEDUP key (kept in the
-# job's slot of dedup.pxi's table, not in its JobOptions).
+# job's slot of dedup_table.pxi's table, not in its JobOptions).
 #
 # A plain job carries none and pays one pointer test where they matter: a
 # job with options points to its JobOptions (Job.options_, 8 bytes in every
