@@ -62,9 +62,10 @@ and healing only ever adds to it:
     the ack's collection up until the job's TTL, as in Disque.
 A REPLJOB received for a job (not a resend) clears its marks here, but
 its sender's own: its sender just sent a copy to every holder it lists,
-the wiped ones included. A holder that keeps a job its producer gave up on (DEDUP: its
-ID was promised to a duplicate) marks every other holder, the producer
-first: they may have deleted their copies (heal_after_abandon).
+the wiped ones included. A holder that keeps a job its producer gave up
+on (DEDUP: its ID was promised to a duplicate) marks every other holder,
+the producer first: they may have deleted their copies
+(heal_after_abandon).
 
 Pacing: a lost holder starts a pass over the whole job table, HEAL_SCAN_JOBS
 jobs per HEAL_PERIOD_MS (finding the jobs that list it), and at most

@@ -4,8 +4,9 @@
 # with the key inline (DedupSlot, _core.pxd), and the job points to it: an
 # ADDJOB with a new key costs a hash of the key, one allocation and a heap
 # push, and no Python object (a DedupEntry object, the key's bytes and a
-# JobOptions of the job's own cost 1.5 plain ADDJOBs' instructions). A new key, the producer's common case, is found absent
-# without touching a slot (the index keeps the hashes).
+# JobOptions of the job's own cost 1.5 plain ADDJOBs' instructions). A new
+# key, the producer's common case, is found absent without touching a slot
+# (the index keeps the hashes).
 #
 # A slot's references: one for the heap (until its window ends, or a
 # compaction drops it once unlinked) and one per job whose key it is; it is

@@ -264,7 +264,7 @@ cdef int _addjob(HotCall call, ArgView* argv, Py_ssize_t argc) except -1:
     options = _job_options(call, argv[1], backoff_base, backoff_max, max_deliveries, deadletter,
                            priority)
     name = call.queue_name(argv[1])
-    if dedup_at:                          # prefetched before reading the clock, which hides the miss
+    if dedup_at:                          # prefetched first: the clock read is a head start
         dedup.key, dedup.key_len = argv[dedup_at].data, argv[dedup_at].size
         dedup.queue = NULL
         dedup.hash = dedup_hash(name, dedup.key, dedup.key_len)

@@ -596,7 +596,8 @@ cdef class NodeCore:
         wait = extra_copies and not async_
         job = Job.__new__(Job)
         self.ids.fill(job.id_, ttl, retry)
-        jobs_prefetch(self.jobs, job)     # its bucket is read while the job is filled
+        if keep_copy(external, async_):
+            jobs_prefetch(self.jobs, job)  # its bucket is read while the job is filled
         _fill_job(job, queue, body, body_len, WAIT_REPL if wait else ACTIVE, repl, delay,
                   retry, ctime, now_s + ttl, _NO_NODES if external else self._only_me)
         job.qtime = now + (delay if delay else retry) * 1000
