@@ -86,7 +86,8 @@ cdef struct DedupSlot:
 
 # A DEDUP key as a command, a message or a record carries it (pointers into
 # the bytes it was read from, or into a slot; key NULL: none); queue NULL:
-# the job's own. `hash`: the pair's, once computed (0: not yet).
+# the job's own. `hash`: the pair's, once computed (0: not yet). `earlier`:
+# what NodeCore.create_job() found, the slot of a job the pair already names.
 cdef struct DedupFields:
     const char* key
     Py_ssize_t key_len
@@ -94,6 +95,7 @@ cdef struct DedupFields:
     const char* queue
     Py_ssize_t queue_len
     uint64_t hash
+    DedupSlot* earlier
 
 
 # ------------------------------------------------------------------ job.pxi

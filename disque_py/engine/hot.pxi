@@ -213,7 +213,6 @@ cdef int _addjob(HotCall call, ArgView* argv, Py_ssize_t argc) except -1:
     cdef NodeCore node = call.node
     cdef Job job
     cdef DedupFields dedup
-    cdef DedupSlot* first
     deadletter = None
     while i < argc:
         option = argv[i]
@@ -264,23 +263,22 @@ cdef int _addjob(HotCall call, ArgView* argv, Py_ssize_t argc) except -1:
     options = _job_options(call, argv[1], backoff_base, backoff_max, max_deliveries, deadletter,
                            priority)
     name = call.queue_name(argv[1])
-    if dedup_at:                          # prefetched first: the clock read is a head start
+    if dedup_at:                          # read by create_job() once it built the job
         dedup.key, dedup.key_len = argv[dedup_at].data, argv[dedup_at].size
         dedup.queue = NULL
         dedup.hash = dedup_hash(name, dedup.key, dedup.key_len)
         dedup_prefetch(node.dedup, dedup.hash)
+    elif window:
+        raise CommandError(WINDOW_NEEDS_DEDUP)
     now = node.now_ms()                   # the one clock read of the command
     if dedup_at:
         dedup.until_ms = now + (window or ttl) * 1000
-        first = dedup_lookup(node, name, &dedup, now)
-        if first != NULL:
-            return _answer_duplicate(call, first, dedup_duplicate(node, first, call.session,
-                                                                  timeout, repl, now))
-    elif window:
-        raise CommandError(WINDOW_NEEDS_DEDUP)
     job = node.create_job(name, call.found, argv[2].data, argv[2].size, repl, delay, retry, ttl,
                           maxlen, async_, call.session, timeout, options, now,
                           &dedup if dedup_at else NULL)
+    if job is None:
+        return _answer_duplicate(call, dedup.earlier, dedup_duplicate(
+            node, dedup.earlier, call.session, timeout, repl, now))
     if job.state == WAIT_REPL:
         call.waiter = node.more(job).waiter
         call.overlaps = True

@@ -519,7 +519,6 @@ cdef class NodeCore:
         or a Waiter for its outcome (dedup.pxi)."""
         cdef int64_t now = self.now_ms()
         cdef DedupFields dedup
-        cdef DedupSlot* first
         if dedup_key is None:
             return self.create_job(queue, None, PyBytes_AS_STRING(body), PyBytes_GET_SIZE(body),
                                    -1 if repl is None else repl, delay,
@@ -528,15 +527,16 @@ cdef class NodeCore:
         dedup.key, dedup.key_len = PyBytes_AS_STRING(dedup_key), PyBytes_GET_SIZE(dedup_key)
         dedup.until_ms = dedup_until_ms or now + ttl * 1000
         dedup.queue, dedup.hash = NULL, 0
-        first = dedup_lookup(self, queue, &dedup, now)
-        if first != NULL:
-            waiter = dedup_duplicate(self, first, client, timeout_ms,
-                                     -1 if repl is None else repl, now)
-            return PyBytes_FromStringAndSize(first.id, JOB_ID_LEN) if waiter is None else waiter
-        return self.create_job(queue, None, PyBytes_AS_STRING(body), PyBytes_GET_SIZE(body),
-                               -1 if repl is None else repl, delay,
-                               -1 if retry is None else retry, ttl, maxlen, async_,
-                               client, timeout_ms, options, now, &dedup)
+        job = self.create_job(queue, None, PyBytes_AS_STRING(body), PyBytes_GET_SIZE(body),
+                              -1 if repl is None else repl, delay,
+                              -1 if retry is None else retry, ttl, maxlen, async_,
+                              client, timeout_ms, options, now, &dedup)
+        if job is not None:
+            return job
+        waiter = dedup_duplicate(self, dedup.earlier, client, timeout_ms,
+                                 -1 if repl is None else repl, now)
+        return PyBytes_FromStringAndSize(dedup.earlier.id, JOB_ID_LEN) if waiter is None \
+            else waiter
 
     cdef Job create_job(self, bytes queue, Queue q, const char* body, Py_ssize_t body_len,
                         int64_t repl, int64_t delay, int64_t retry, int64_t ttl,
@@ -544,18 +544,24 @@ cdef class NodeCore:
                         JobOptions options, int64_t now, DedupFields* dedup):
         """ADDJOB's semantics once its arguments are parsed (repl, retry -1:
         the defaults; `q`: the queue, when the caller found it; `now`: the
-        clock the command read once; `dedup`: its DEDUP key, which names no
-        job yet, or NULL). The checks run in Disque's order, so a request that
-        breaks several rules gets the error Disque would give: at-most-once
-        with copies, DELAY >= TTL, too few reachable nodes, MAXLEN, queue
-        paused in input.
+        clock the command read once; `dedup`: its DEDUP key, or NULL).
+
+        A key that names an earlier job is looked up before any other
+        check: no job is made, the answer is None, and `dedup.earlier` is
+        that job's slot (dedup_duplicate() says what to reply). The job is
+        built before the lookup all the same (on a duplicate it is
+        dropped): the key's bucket, which the caller prefetched, is a
+        cache miss on a large table that the building hides. The checks
+        then run in Disque's order, so a request that breaks several rules
+        gets the error Disque would give: at-most-once with copies, DELAY
+        >= TTL, too few reachable nodes, MAXLEN, queue paused in input.
 
         Replication policy: the node keeps a copy and asks repl-1 peers for
         the rest, or, when it is leaving the cluster or short of memory,
         keeps no copy and asks repl peers ("external replication"). On a
         node that has met no peer, REPLICATE defaults to 1."""
         cdef bint external, wait
-        cdef int64_t extra_copies, ctime, now_s
+        cdef int64_t extra_copies
         cdef Job job
         if repl < 0:
             repl = self.cluster_size if self.cluster_size < MAX_DEFAULT_REPLICATION \
@@ -564,45 +570,25 @@ cdef class NodeCore:
             retry = ttl // 10 if ttl < 10 * DEFAULT_RETRY_MAX_S else DEFAULT_RETRY_MAX_S
             if retry == 0:
                 retry = 1
-        elif retry == 0 and repl > 1:
-            raise CommandError(RETRY0_NEEDS_REPL1)
-        if delay >= ttl:
-            raise CommandError(DELAY_NOT_BELOW_TTL)
         external = self.leaving or self.used_memory > self.memory_warn_at
         extra_copies = repl if external else repl - 1
-        if extra_copies > self.reachable_peers:
-            self._refuse_replication(extra_copies, external)
+        # A producer that waits for copies waits in wait-repl; otherwise the
+        # job is active at once and enqueue() (or the awake timer) takes it.
+        wait = extra_copies and not async_
         if q is None:
             found = self.queues.get(queue)
             if found is not None:
                 q = <Queue>found
         if q is not None:
-            if maxlen and q.jobs.count >= maxlen:
-                raise MaxlenError(MAXLEN_REACHED)
-            if q.flags & PAUSED_IN:
-                raise PausedError(PAUSED_INPUT)
             queue = q.name                # every job of a queue shares its name
-        if self._maxmemory and keep_copy(external, async_) and \
-                self.used_memory + JOB_MEMORY_OVERHEAD + body_len > self._maxmemory:
-            # maxmemory is a hard cap: what is held now plus this job (its
-            # body may be large) must fit, after freeing what can be freed.
-            if not self.free_memory() or \
-                    self.used_memory + JOB_MEMORY_OVERHEAD + body_len > self._maxmemory:
-                raise OutOfMemoryError(OOM_MESSAGE)
-        now_s = now // 1000
-        ctime = self.next_ctime(now)
-        # A producer that waits for copies waits in wait-repl; otherwise the
-        # job is active at once and enqueue() (or the awake timer) takes it.
-        wait = extra_copies and not async_
-        job = Job.__new__(Job)
-        self.ids.fill(job.id_, ttl, retry)
-        if keep_copy(external, async_):
-            jobs_prefetch(self.jobs, job)  # its bucket is read while the job is filled
-        _fill_job(job, queue, body, body_len, WAIT_REPL if wait else ACTIVE, repl, delay,
-                  retry, ctime, now_s + ttl, _NO_NODES if external else self._only_me)
-        job.qtime = now + (delay if delay else retry) * 1000
-        if options is not None:
-            set_options(job, options)
+        job = _build_job(self, queue, body, body_len, repl, delay, retry, ttl, wait, external,
+                         async_, options, now)
+        if dedup != NULL:
+            dedup.earlier = dedup_lookup(self, queue, dedup, now)
+            if dedup.earlier != NULL:
+                return None
+        _check_new_job(self, q, body_len, repl, delay, retry, ttl, maxlen, extra_copies, external,
+                       async_)
         if keep_copy(external, async_):
             if not self.jobs.insert(job):
                 raise CommandError(ID_COLLISION)
@@ -878,6 +864,48 @@ cdef inline bint keep_copy(bint external, bint async_) noexcept:
     """Whether ADDJOB keeps a copy here: all but an asynchronous job
     replicated externally (leaving, or short of memory)."""
     return not (async_ and external)
+
+
+cdef inline Job _build_job(NodeCore node, bytes queue, const char* body, Py_ssize_t body_len,
+                           int64_t repl, int64_t delay, int64_t retry, int64_t ttl, bint wait,
+                           bint external, bint async_, JobOptions options, int64_t now):
+    """create_job()'s new job, its ID drawn, in no table yet."""
+    cdef Job job = Job.__new__(Job)
+    node.ids.fill(job.id_, ttl, retry)
+    if keep_copy(external, async_):
+        jobs_prefetch(node.jobs, job)  # its bucket is read while the job is filled
+    _fill_job(job, queue, body, body_len, WAIT_REPL if wait else ACTIVE, repl, delay,
+              retry, node.next_ctime(now), now // 1000 + ttl,
+              _NO_NODES if external else node._only_me)
+    job.qtime = now + (delay if delay else retry) * 1000
+    if options is not None:
+        set_options(job, options)
+    return job
+
+
+cdef inline int _check_new_job(NodeCore node, Queue q, Py_ssize_t body_len, int64_t repl,
+                               int64_t delay, int64_t retry, int64_t ttl, int64_t maxlen,
+                               int64_t extra_copies, bint external, bint async_) except -1:
+    """create_job()'s checks, in Disque's order."""
+    if retry == 0 and repl > 1:
+        raise CommandError(RETRY0_NEEDS_REPL1)
+    if delay >= ttl:
+        raise CommandError(DELAY_NOT_BELOW_TTL)
+    if extra_copies > node.reachable_peers:
+        node._refuse_replication(extra_copies, external)
+    if q is not None:
+        if maxlen and q.jobs.count >= maxlen:
+            raise MaxlenError(MAXLEN_REACHED)
+        if q.flags & PAUSED_IN:
+            raise PausedError(PAUSED_INPUT)
+    if node._maxmemory and keep_copy(external, async_) and \
+            node.used_memory + JOB_MEMORY_OVERHEAD + body_len > node._maxmemory:
+        # maxmemory is a hard cap: what is held now plus this job (its
+        # body may be large) must fit, after freeing what can be freed.
+        if not node.free_memory() or \
+                node.used_memory + JOB_MEMORY_OVERHEAD + body_len > node._maxmemory:
+            raise OutOfMemoryError(OOM_MESSAGE)
+    return 0
 
 
 cdef void _fill_job(Job job, bytes queue, const char* body, Py_ssize_t body_len, int state,

@@ -1,6 +1,6 @@
 """ADDJOB ... DEDUP key [WINDOW seconds] over real sockets: a duplicate gets
-the first job's ID byte for byte and makes no job, the error for every bad
-argument, the key outliving its acknowledged job, the window's end, SHOW's
+the first job's ID byte for byte and makes no job (before the checks a new
+job must pass), the error for every bad argument, the key outliving its acknowledged job, the window's end, SHOW's
 fields, the bounded table (-OOM, INFO, CONFIG SET), and keys surviving an
 AOF rewrite and a kill -9 (those whose job is gone included)."""
 
@@ -65,6 +65,19 @@ def test_every_bad_argument_gets_its_error(raw):
     assert raw.call("ADDJOB", "q", "b", "0", "DEDUP", "k", "WINDOW") == SYNTAX
     assert raw.call("QLEN", "q") == b":0\r\n"
     assert add(raw, "DEDUP", "x" * 1024)          # the longest key
+
+
+def test_a_duplicate_is_answered_before_the_checks_a_new_job_must_pass(raw):
+    first = add(raw, "DEDUP", "k")
+    assert raw.call("PAUSE", "q", "in") == b"+in\r\n"
+    assert raw.call("ADDJOB", "q", "b", "0", "DEDUP", "k") == first
+    assert raw.call("ADDJOB", "q", "b", "0", "DEDUP", "k", "MAXLEN", "1") == first
+    assert raw.call("ADDJOB", "q", "b", "0", "DEDUP", "k", "DELAY", "9", "TTL", "5") == first
+    assert raw.call("ADDJOB", "q", "b", "0", "DEDUP", "new").startswith(b"-PAUSED")
+    assert raw.call("PAUSE", "q", "none") == b"+none\r\n"
+    assert add(raw, "DEDUP", "new") != first      # the refused ADDJOB left no key
+    assert raw.call("QLEN", "q") == b":2\r\n"
+    assert info(raw, "jobs")["registered_jobs"] == "2"
 
 
 def test_the_key_outlives_its_acknowledged_job(raw):
