@@ -21,10 +21,12 @@ cdef extern from *:
        effect is __builtin_prefetch for one with none, and deletes calls to
        it that it did not inline early (ADDJOB's DEDUP prefetch was never
        issued); the empty volatile asm is an effect it keeps. */
-    static inline void disque_prefetch(const void *p) {
-        __builtin_prefetch(p);
+    static CYTHON_INLINE void disque_prefetch(const void *p) {
     #if defined(__GNUC__)
+        __builtin_prefetch(p);
         __asm__ __volatile__("" : : "r"(p));
+    #else
+        (void)p;
     #endif
     }
     """

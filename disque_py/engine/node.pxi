@@ -549,12 +549,14 @@ cdef class NodeCore:
         A key that names an earlier job is looked up before any other
         check: no job is made, the answer is None, and `dedup.earlier` is
         that job's slot (dedup_duplicate() says what to reply). The job is
-        built before the lookup all the same (on a duplicate it is
-        dropped): the key's bucket, which the caller prefetched, is a
-        cache miss on a large table that the building hides. The checks
-        then run in Disque's order, so a request that breaks several rules
-        gets the error Disque would give: at-most-once with copies, DELAY
-        >= TTL, too few reachable nodes, MAXLEN, queue paused in input.
+        built first all the same (all but its body), and dropped on a
+        duplicate or a refusal: the key's bucket, which the caller
+        prefetched, is a cache miss on a large table that the building
+        hides. The checks run in Disque's order, so a request that breaks
+        several rules gets the error Disque would give: at-most-once with
+        copies, DELAY >= TTL, too few reachable nodes, MAXLEN, queue paused
+        in input. The body is copied once they passed: a refusal or a
+        duplicate costs the same whatever the body's size.
 
         Replication policy: the node keeps a copy and asks repl-1 peers for
         the rest, or, when it is leaving the cluster or short of memory,
@@ -581,14 +583,15 @@ cdef class NodeCore:
                 q = <Queue>found
         if q is not None:
             queue = q.name                # every job of a queue shares its name
-        job = _build_job(self, queue, body, body_len, repl, delay, retry, ttl, wait, external,
-                         async_, options, now)
+        job = _build_job(self, queue, repl, delay, retry, ttl, wait, external, async_, options,
+                         now)
         if dedup != NULL:
             dedup.earlier = dedup_lookup(self, queue, dedup, now)
             if dedup.earlier != NULL:
                 return None
         _check_new_job(self, q, body_len, repl, delay, retry, ttl, maxlen, extra_copies, external,
                        async_)
+        _fill_body(job, body, body_len)
         if keep_copy(external, async_):
             if not self.jobs.insert(job):
                 raise CommandError(ID_COLLISION)
@@ -866,17 +869,17 @@ cdef inline bint keep_copy(bint external, bint async_) noexcept:
     return not (async_ and external)
 
 
-cdef inline Job _build_job(NodeCore node, bytes queue, const char* body, Py_ssize_t body_len,
-                           int64_t repl, int64_t delay, int64_t retry, int64_t ttl, bint wait,
-                           bint external, bint async_, JobOptions options, int64_t now):
-    """create_job()'s new job, its ID drawn, in no table yet."""
+cdef inline Job _build_job(NodeCore node, bytes queue, int64_t repl, int64_t delay,
+                           int64_t retry, int64_t ttl, bint wait, bint external, bint async_,
+                           JobOptions options, int64_t now):
+    """create_job()'s new job, its ID drawn, in no table yet, its body
+    not copied yet."""
     cdef Job job = Job.__new__(Job)
     node.ids.fill(job.id_, ttl, retry)
     if keep_copy(external, async_):
         jobs_prefetch(node.jobs, job)  # its bucket is read while the job is filled
-    _fill_job(job, queue, body, body_len, WAIT_REPL if wait else ACTIVE, repl, delay,
-              retry, node.next_ctime(now), now // 1000 + ttl,
-              _NO_NODES if external else node._only_me)
+    _fill_job(job, queue, WAIT_REPL if wait else ACTIVE, repl, delay, retry,
+              node.next_ctime(now), now // 1000 + ttl, _NO_NODES if external else node._only_me)
     job.qtime = now + (delay if delay else retry) * 1000
     if options is not None:
         set_options(job, options)
@@ -908,17 +911,11 @@ cdef inline int _check_new_job(NodeCore node, Queue q, Py_ssize_t body_len, int6
     return 0
 
 
-cdef void _fill_job(Job job, bytes queue, const char* body, Py_ssize_t body_len, int state,
-                    int64_t repl, int64_t delay, int64_t retry, int64_t ctime,
-                    int64_t etime, tuple delivered) except *:
-    """The fields of a job whose ID is already written."""
+cdef void _fill_job(Job job, bytes queue, int state, int64_t repl, int64_t delay,
+                    int64_t retry, int64_t ctime, int64_t etime, tuple delivered) noexcept:
+    """The fields of a job whose ID is already written, but its body."""
     Py_INCREF(queue)
     job.queue_ = <PyObject*>queue
-    job.body_ = <char*>PyMem_Malloc(body_len if body_len else 1)
-    if job.body_ == NULL:
-        raise MemoryError()
-    memcpy(job.body_, body, body_len)
-    job.body_len = <uint32_t>body_len
     Py_INCREF(delivered)
     job.delivered_ = <PyObject*>delivered
     job.state = state
@@ -927,6 +924,16 @@ cdef void _fill_job(Job job, bytes queue, const char* body, Py_ssize_t body_len,
     job.retry = <uint32_t>retry
     job.ctime = ctime
     job.etime = <uint32_t>etime
+
+
+cdef int _fill_body(Job job, const char* body, Py_ssize_t body_len) except -1:
+    """The job's own copy of its body (last: a refused ADDJOB copies none)."""
+    job.body_ = <char*>PyMem_Malloc(body_len if body_len else 1)
+    if job.body_ == NULL:
+        raise MemoryError()
+    memcpy(job.body_, body, body_len)
+    job.body_len = <uint32_t>body_len
+    return 0
 
 
 cdef inline bint _at_most_once(const char* job_id) noexcept:

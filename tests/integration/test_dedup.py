@@ -1,8 +1,9 @@
 """ADDJOB ... DEDUP key [WINDOW seconds] over real sockets: a duplicate gets
 the first job's ID byte for byte and makes no job (before the checks a new
-job must pass), the error for every bad argument, the key outliving its acknowledged job, the window's end, SHOW's
-fields, the bounded table (-OOM, INFO, CONFIG SET), and keys surviving an
-AOF rewrite and a kill -9 (those whose job is gone included)."""
+job must pass), the error for every bad argument, the key outliving its
+acknowledged job, the window's end, SHOW's fields, the bounded table (-OOM,
+INFO, CONFIG SET), and keys surviving an AOF rewrite and a kill -9 (those
+whose job is gone included)."""
 
 from __future__ import annotations
 

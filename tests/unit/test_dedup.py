@@ -1,12 +1,15 @@
 """ADDJOB ... DEDUP key [WINDOW seconds] in the core, on the fake clock: a
 duplicate answers the first job's ID and makes nothing, per queue, until
-the window ends (TTL by default), after the job is gone too; the table's
+the window ends (TTL by default), after the job is gone too, copying no
+body; the table's
 bound and memory; a failed first ADDJOB freeing its key on every node; a
 duplicate that arrives while the first waits for its copies getting the
 same answer; the key carried to holders in version 3 of the options block
 (and left out for peers that read version 2)."""
 
 from __future__ import annotations
+
+import tracemalloc
 
 import pytest
 
@@ -17,7 +20,7 @@ from disque_py.core.node import Node
 from disque_py.core.replication import FIRST_ADD_GONE, TIMEOUT_BEFORE_COPIES
 from disque_py.core.waiters import Waiter
 from disque_py.engine import CONSTANTS, HOT_COMMANDS, run_hot
-from disque_py.errors import NoReplError, OutOfMemoryError
+from disque_py.errors import MaxlenError, NoReplError, OutOfMemoryError
 from tests.unit.simnet import START_MS, SimNet
 
 NODE_ID = b"0123456789abcdef0123456789abcdef01234567"
@@ -47,6 +50,26 @@ def test_a_duplicate_answers_the_first_id_and_makes_no_job(core):
     assert add(core, body=b"other") == first.id
     assert len(core.jobs) == 1 and core.stats_jobs_created == 1
     assert core.dedup.hits == 1
+
+
+def test_a_duplicate_or_a_refused_addjob_copies_no_body(core):
+    """With a key the job is built before the lookup, but its body is
+    copied only once the checks passed: a retry or a refusal of a 4 MB job
+    allocates what one of a small job does (tracemalloc traces PyMem)."""
+    big = b"x" * (4 << 20)
+    first = add(core, body=b"small")
+    tracemalloc.start()
+    try:
+        assert addjob(core, b"q", big, b"0", b"DEDUP", b"k") == b"+" + first.id + b"\r\n"
+        with pytest.raises(MaxlenError):
+            addjob(core, b"q", big, b"0", b"MAXLEN", b"1", b"DEDUP", b"new")
+        with pytest.raises(MaxlenError):
+            addjob(core, b"q", big, b"0", b"MAXLEN", b"1")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 64 << 10
+    assert len(core.jobs) == 1 and len(core.dedup) == 1
 
 
 def test_the_key_is_per_queue(core):
