@@ -68,10 +68,13 @@ class ConsumerMixin:
             self.forget_waiter(waiter)
 
     def release_all_waiters_leaving(self) -> None:
-        """This node is leaving: every parked client is told to go elsewhere."""
+        """This node is leaving: every parked client is told to go elsewhere.
+        A waiting ADDJOB fails, but a job whose copy here was promised to a
+        duplicate ADDJOB elsewhere stays, as when the ADDJOB times out: the
+        duplicate may have counted this copy."""
         leaving = LeavingError(LEAVING_MESSAGE)
         for job in list(self.replicating):
-            self.abandon_replication(job, leaving)
+            self.abandon_replication(job, leaving, keep_promised=True)
         for q in list(self.queues.values()):
             for waiter in list(q.waiters or ()):
                 self.release(waiter, leaving)

@@ -20,7 +20,7 @@ from disque_py.core.node import Node
 from disque_py.core.replication import FIRST_ADD_GONE, TIMEOUT_BEFORE_COPIES
 from disque_py.core.waiters import Waiter
 from disque_py.engine import CONSTANTS, HOT_COMMANDS, run_hot
-from disque_py.errors import MaxlenError, NoReplError, OutOfMemoryError
+from disque_py.errors import LeavingError, MaxlenError, NoReplError, OutOfMemoryError
 from tests.unit.simnet import START_MS, SimNet
 
 NODE_ID = b"0123456789abcdef0123456789abcdef01234567"
@@ -300,6 +300,30 @@ def test_a_retry_at_a_holder_during_the_first_wait_keeps_the_job_the_producer_ga
     now = net.clock.now_ms()
     assert all(node.dedup.lookup(b"q", b"k", now) == job.id for node in net.nodes)
     assert [taken.id for taken in net.get_jobs(0, b"q")] == [job.id]
+
+
+def test_a_producer_that_starts_leaving_keeps_a_copy_it_promised():
+    """The simulation's seed 95782: the first ADDJOB still waited at its
+    producer when a retry at a holder asked for confirmations, and the
+    producer confirmed its copy; then the producer started leaving. Its
+    ADDJOB fails with -LEAVING, but the promised copy stays (as when it
+    times out), so the retry's count of confirmed copies stays true."""
+    net = SimNet(3, seed=13)
+    net.drop_rule = lambda m: m.kind == msg.GOTJOB and m.src == 2
+    job = net.add_job(0, repl=3, client="first", dedup_key=b"k")
+    assert net.run_until(lambda: net.nodes[1].lookup(job.id) is not None, 100)
+    net.add_job(1, repl=3, client="retry", timeout_ms=5000, dedup_key=b"k")
+    assert net.run_until(
+        lambda: net.nodes[0].lookup(job.id).flags & CONSTANTS["FLAG_PROMISED"], 1000)
+    net.set_leaving(0)
+    assert net.run_until(lambda: "first" in net.unblocked, 100)
+    assert isinstance(net.unblocked["first"][0], LeavingError)
+    assert net.nodes[0].lookup(job.id) is not None     # promised: kept
+    assert not [m for m in net.sent if m.kind == msg.DELJOB]
+    net.drop_rule = None
+    assert net.run_until(lambda: "retry" in net.unblocked, 2000)
+    assert net.unblocked["retry"] == [job.id]
+    assert len(net.copies(job.id)) == 3
 
 
 def test_a_promised_copy_outlives_an_abandoned_deljob():
