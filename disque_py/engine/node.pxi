@@ -518,23 +518,19 @@ cdef class NodeCore:
         names an earlier job, no job is made: the answer is that job's ID,
         or a Waiter for its outcome (dedup.pxi)."""
         cdef int64_t now = self.now_ms()
+        cdef int64_t repl_n = -1 if repl is None else repl
         cdef DedupFields dedup
-        if dedup_key is None:
-            return self.create_job(queue, None, PyBytes_AS_STRING(body), PyBytes_GET_SIZE(body),
-                                   -1 if repl is None else repl, delay,
-                                   -1 if retry is None else retry, ttl, maxlen, async_,
-                                   client, timeout_ms, options, now, NULL)
-        dedup.key, dedup.key_len = PyBytes_AS_STRING(dedup_key), PyBytes_GET_SIZE(dedup_key)
-        dedup.until_ms = dedup_until_ms or now + ttl * 1000
-        dedup.queue, dedup.hash = NULL, 0
+        if dedup_key is not None:
+            dedup.key, dedup.key_len = PyBytes_AS_STRING(dedup_key), PyBytes_GET_SIZE(dedup_key)
+            dedup.until_ms = dedup_until_ms or now + ttl * 1000
+            dedup.queue, dedup.hash = NULL, 0
         job = self.create_job(queue, None, PyBytes_AS_STRING(body), PyBytes_GET_SIZE(body),
-                              -1 if repl is None else repl, delay,
-                              -1 if retry is None else retry, ttl, maxlen, async_,
-                              client, timeout_ms, options, now, &dedup)
+                              repl_n, delay, -1 if retry is None else retry, ttl, maxlen,
+                              async_, client, timeout_ms, options, now,
+                              NULL if dedup_key is None else &dedup)
         if job is not None:
             return job
-        waiter = dedup_duplicate(self, dedup.earlier, client, timeout_ms,
-                                 -1 if repl is None else repl, now)
+        waiter = dedup_duplicate(self, dedup.earlier, client, timeout_ms, repl_n, now)
         return PyBytes_FromStringAndSize(dedup.earlier.id, JOB_ID_LEN) if waiter is None \
             else waiter
 
@@ -875,11 +871,20 @@ cdef inline Job _build_job(NodeCore node, bytes queue, int64_t repl, int64_t del
     """create_job()'s new job, its ID drawn, in no table yet, its body
     not copied yet."""
     cdef Job job = Job.__new__(Job)
+    cdef tuple delivered = _NO_NODES if external else node._only_me
     node.ids.fill(job.id_, ttl, retry)
     if keep_copy(external, async_):
         jobs_prefetch(node.jobs, job)  # its bucket is read while the job is filled
-    _fill_job(job, queue, WAIT_REPL if wait else ACTIVE, repl, delay, retry,
-              node.next_ctime(now), now // 1000 + ttl, _NO_NODES if external else node._only_me)
+    Py_INCREF(queue)
+    job.queue_ = <PyObject*>queue
+    Py_INCREF(delivered)
+    job.delivered_ = <PyObject*>delivered
+    job.state = WAIT_REPL if wait else ACTIVE
+    job.repl = <uint16_t>repl
+    job.delay = <uint32_t>delay
+    job.retry = <uint32_t>retry
+    job.ctime = node.next_ctime(now)
+    job.etime = <uint32_t>(now // 1000 + ttl)
     job.qtime = now + (delay if delay else retry) * 1000
     if options is not None:
         set_options(job, options)
@@ -909,21 +914,6 @@ cdef inline int _check_new_job(NodeCore node, Queue q, Py_ssize_t body_len, int6
                 node.used_memory + JOB_MEMORY_OVERHEAD + body_len > node._maxmemory:
             raise OutOfMemoryError(OOM_MESSAGE)
     return 0
-
-
-cdef void _fill_job(Job job, bytes queue, int state, int64_t repl, int64_t delay,
-                    int64_t retry, int64_t ctime, int64_t etime, tuple delivered) noexcept:
-    """The fields of a job whose ID is already written, but its body."""
-    Py_INCREF(queue)
-    job.queue_ = <PyObject*>queue
-    Py_INCREF(delivered)
-    job.delivered_ = <PyObject*>delivered
-    job.state = state
-    job.repl = <uint16_t>repl
-    job.delay = <uint32_t>delay
-    job.retry = <uint32_t>retry
-    job.ctime = ctime
-    job.etime = <uint32_t>etime
 
 
 cdef int _fill_body(Job job, const char* body, Py_ssize_t body_len) except -1:

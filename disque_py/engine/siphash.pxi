@@ -28,7 +28,7 @@ _key_halves(urandom(16), &_sip_k0, &_sip_k1)
 cdef extern from *:
     """
     /* 8 bytes as a little-endian word, on any host (SipHash reads words so). */
-    static inline uint64_t disque_load_le64(const char *p) {
+    static CYTHON_INLINE uint64_t disque_load_le64(const char *p) {
         uint64_t word;
         memcpy(&word, p, 8);
     #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
