@@ -239,7 +239,8 @@ class Decision(NamedTuple):
     received: int               # len(net.delivered) then: likewise, frames received
     # (peer, kind) of the copies of the job the node had made before deciding,
     # not sent yet: a node's frames leave once its call returns, so the
-    # first such frame after `sent` holds a copy made before the decision.
+    # first such frame after `sent` that carries the job holds a copy made
+    # before the decision.
     pending: frozenset
 
 
@@ -655,7 +656,7 @@ class Checker(DedupChecks):
         if last.life != facts.life or frame.src != last.node or frame.at < last.at \
                 or net.incarnation[last.node] != last.incarnation \
                 or not any(m is frame for m in net.sent[last.sent:]) \
-                or self._sent_before(frame, last) \
+                or self._sent_before(frame, job.id, last) \
                 or self._copy_replaced(last.node, job.id, last):
             return
         node = net.nodes[i]
@@ -665,13 +666,17 @@ class Checker(DedupChecks):
                                 f"from n{frame.src}'s {frame.name} of {self.net_time(frame.at)},"
                                 f" sent after n{frame.src} dead-lettered it")
 
-    def _sent_before(self, frame, decision: Decision) -> bool:
+    def _sent_before(self, frame, job_id: bytes, decision: Decision) -> bool:
         """The frame carries a copy the node made before deciding (it left
-        with the frames of the same call, after the decision was seen)."""
+        with the frames of the same call, after the decision was seen): the
+        first frame of its kind to that peer that carries the job. Not the
+        first of its kind: other frames of that kind, with other flags (a
+        promise round's REPLJOB), may leave before it in the same flush."""
         if (frame.dst, frame.kind) not in decision.pending:
             return False
         first = next(m for m in self.net.sent[decision.sent:]
-                     if m.src == decision.node and m.dst == frame.dst and m.kind == frame.kind)
+                     if m.src == decision.node and m.dst == frame.dst and m.kind == frame.kind
+                     and job_id in m.keys)
         return first is frame
 
     def _copy_replaced(self, i: int, job_id: bytes, since: Decision) -> bool:

@@ -16,6 +16,7 @@ import os
 import random
 import subprocess
 import sys
+from types import SimpleNamespace
 
 import pytest
 
@@ -24,6 +25,7 @@ from disque_py.core.clock import FakeClock
 from disque_py.core.effects import AofLoadJob
 from disque_py.core.job import WAIT_REPL, JobOptions, deserialize_job
 from disque_py.core.node import Node
+from tests.sim.checker import Checker, Decision
 from tests.sim.run import run_seed, run_seeds
 from tests.sim.workload import make_scenario
 from tests.unit.simnet import START_MS, SimNet
@@ -323,6 +325,24 @@ def test_a_restart_from_its_aof_brings_back_the_dedup_keys_but_the_failed_ones()
     assert net.nodes[0].dedup.lookup(b"q", b"external", now) == external.id
     for i in (0, 1):
         assert net.nodes[i].dedup.lookup(b"q", b"failed", now) is None
+
+
+def test_a_copy_composed_before_a_dead_letter_decision_is_not_taken_for_one_after():
+    # Seed 118907 on c9ed5e6: a node dead-lettered a job in the same call
+    # that had already queued a healing REPLJOB of it; the flush sent a
+    # promise round's REPLJOB (another job, other flags) to the same peer
+    # first, and the checker took that frame for the pending one.
+    job_id = b"D-" + b"j" * 38
+    frame = SimpleNamespace(src=0, dst=2, kind=msg.REPLJOB, keys=[b"other", job_id])
+    net = SimpleNamespace(sent=[
+        SimpleNamespace(src=0, dst=2, kind=msg.REPLJOB, keys=[b"D-" + b"p" * 38]),
+        frame,
+        SimpleNamespace(src=0, dst=2, kind=msg.REPLJOB, keys=[job_id])])
+    checker = Checker.__new__(Checker)
+    checker.net = net
+    decision = Decision(0, 0, 0, 0, (), 0, 0, 0, frozenset({(2, msg.REPLJOB)}))
+    assert checker._sent_before(frame, job_id, decision)
+    assert not checker._sent_before(net.sent[2], job_id, decision)    # composed after
 
 
 # ------------------------------------------------------------------ replay
