@@ -535,6 +535,9 @@ cdef class CommandCore:
     cdef public double seconds
 
 
+cdef class ConnectionBase             # conn.pxi, below
+
+
 cdef class ServerCore:
     cdef public NodeCore node
     cdef public StatsCore stats
@@ -546,6 +549,11 @@ cdef class ServerCore:
     cdef public double slow_after
     cdef public bytes _requirepass
     cdef public object timing_clock       # None: CLOCK_MONOTONIC, read in C
+    cdef public object call_soon          # the event loop's call_soon (the runtime sets it)
+    cdef list _unflushed                  # connections with replies of this loop turn
+    cdef bint _flush_scheduled
+    cdef bint _batching                   # the last flush wrote to several connections
+    cdef void* _last_writer               # the connection written to last (identity only)
     cdef list _hot_names
     cdef HotName _hot[16]         # MAX_HOT_NAMES
     cdef Py_ssize_t _hot_count
@@ -553,6 +561,7 @@ cdef class ServerCore:
     cdef CommandCore hot_command(self, const char* name, Py_ssize_t size)
     cdef bint disk_accepts(self) except -1
     cdef double now(self) except? -1
+    cdef int want_flush(self, ConnectionBase conn) except -1
 
 
 # ----------------------------------------------------------------- conn.pxi
@@ -571,6 +580,9 @@ cdef class ConnectionBase:
     cdef public bint closing
     cdef public bint _running
     cdef HotCall call
+    cdef list _out                         # replies not written yet (this turn), or None
 
     cdef int _run_fast(self, double started) except -1
-    cdef int _finish_fast(self) except -1
+    cdef int _finish_fast(self, bint pipelined) except -1
+    cpdef write_out(self, bytes payload, bint pipelined=*)
+    cpdef flush_out(self)

@@ -18,7 +18,11 @@ cdef class CommandCore:
 
 
 cdef class ServerCore:
-    """The switches of the fast path and the table of hot commands."""
+    """The switches of the fast path, the table of hot commands, and the
+    connections whose replies leave at the end of this loop turn."""
+
+    def __cinit__(self, *args, **kwargs):
+        self._unflushed = []
 
     def set_hot_commands(self, entries):
         """(name, Command) for each hot command under its current name
@@ -56,6 +60,32 @@ cdef class ServerCore:
         if self.timing_clock is None:
             return _monotonic()
         return self.timing_clock()
+
+    cdef int want_flush(self, ConnectionBase conn) except -1:
+        """Write conn's replies once this loop turn has read every socket
+        ready (conn.pxi says why)."""
+        self._unflushed.append(conn)
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            self.call_soon(self.flush_replies)
+        return 0
+
+    def flush_replies(self):
+        """Write the replies of this loop turn, one write per connection."""
+        cdef ConnectionBase conn
+        unflushed = self._unflushed
+        self._unflushed = []
+        self._flush_scheduled = False
+        self._batching = len(unflushed) > 1
+        self._last_writer = <void*>unflushed[len(unflushed) - 1]
+        error = None
+        for conn in unflushed:
+            try:
+                conn.flush_out()
+            except Exception as exc:
+                error = exc                # the others still get their replies
+        if error is not None:
+            raise error                    # the loop's exception handler logs it
 
     def monotonic(self):
         return self.now()

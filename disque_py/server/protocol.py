@@ -4,7 +4,9 @@ An asyncio.Protocol over a compiled base (engine/conn.pxi): the base's
 data_received reads the bytes into the request parser and runs the hot
 commands itself while the connection is in the plain state; everything
 else comes here, to _received, which runs every command that arrived in
-one read and answers them with one write. The rules it keeps:
+one read and answers them with one write (a pipelined read's at the end
+of the loop turn: the base's write_out, engine/conn.pxi says why). The
+rules it keeps:
 
   * Parking: a command that returns Park (GETJOB on empty queues, ADDJOB
     waiting for copies) stops the pipeline; commands that arrive after it
@@ -62,7 +64,8 @@ class ClientConnection(ConnectionBase, asyncio.Protocol):
     # request parser), pending (commands waiting behind a parked one, or
     # None), pending_error, _order (replies behind a parked command:
     # [bytes|None], or None), _held (replies waiting for an AOF fsync, or
-    # None), closing, _running (inside _run: replies not written yet).
+    # None), closing, _running (inside _run: replies not written yet), _out
+    # (replies kept for the end of the loop turn).
     __slots__ = ("_reading_paused_for_output", "_reading_paused_for_pending",
                  "_resume_scheduled", "_overlapping", "_yielding")
 
@@ -235,7 +238,7 @@ class ClientConnection(ConnectionBase, asyncio.Protocol):
         finally:
             self._running = False
         if out:
-            self.deliver(b"".join(out))
+            self.deliver(b"".join(out), total > 1 or prefix is not None)
         elif self._order:
             self._flush_order()
         if close_after or session.kill_requested:
@@ -332,19 +335,21 @@ class ClientConnection(ConnectionBase, asyncio.Protocol):
             self._fail(error)
 
     def _fail(self, error) -> None:
-        self.transport.write(error.wire())
+        self.write_out(error.wire())
         self._close()
 
     def _close(self) -> None:
         if not self.closing:
+            self.flush_out()               # the replies kept for the turn's end
             self.closing = True
             self.transport.close()
 
     # --------------------------------------------------------------- output
 
-    def deliver(self, payload: bytes) -> None:
-        """Write replies now, or once the AOF records they depend on are
-        written (appendfsync always: fsynced). Replies keep their order."""
+    def deliver(self, payload: bytes, pipelined: bool = False) -> None:
+        """Write replies now (at the turn's end for a pipelined read:
+        write_out), or once the AOF records they depend on are written
+        (appendfsync always: fsynced). Replies keep their order."""
         held = self._held
         writer = self.runtime.persistence.writer
         if writer is not None and writer.state == AOF_ON:
@@ -357,7 +362,7 @@ class ClientConnection(ConnectionBase, asyncio.Protocol):
         if held:
             held.append([payload, True])     # ready, but behind replies still waiting
         else:
-            self._write(payload)
+            self.write_out(payload, pipelined)
 
     def _released_entry(self, entry: list):
         def release(ok: bool, reason: str) -> None:
@@ -372,20 +377,13 @@ class ClientConnection(ConnectionBase, asyncio.Protocol):
             entry[1] = True
             held = self._held
             while held and held[0][1]:
-                self._write(held.popleft()[0])
+                self.write_out(held.popleft()[0])
         return release
-
-    def _write(self, payload: bytes) -> None:
-        if self.closing or self.transport is None:
-            return
-        self.server.stats.net_output_bytes += len(payload)
-        self.transport.write(payload)
 
     def send(self, payload: bytes) -> None:
         """Bytes from elsewhere (MONITOR feed)."""
-        if not self.closing and not self.session.reply_flags & REPLY_OFF:
-            self.server.stats.net_output_bytes += len(payload)
-            self.transport.write(payload)
+        if not self.session.reply_flags & REPLY_OFF:
+            self.write_out(payload)
 
     def pause_writing(self) -> None:
         self._reading_paused_for_output = True
@@ -401,7 +399,8 @@ class ClientConnection(ConnectionBase, asyncio.Protocol):
 
     def output_buffered(self) -> int:
         transport = self.transport
-        return transport.get_write_buffer_size() if transport is not None else 0
+        kept = self.unflushed_bytes()
+        return kept + transport.get_write_buffer_size() if transport is not None else kept
 
     def close(self) -> None:
         """Close from elsewhere (CLIENT KILL, idle timeout). A client that

@@ -130,6 +130,7 @@ class Runtime:
     async def start(self) -> None:
         self.loop = asyncio.get_running_loop()
         self.loop.set_exception_handler(_log_loop_error)
+        self.server.call_soon = self.loop.call_soon     # replies leave at the turn's end
         config = self.config
         if not (config["port"] or config["tls-port"] or config["unixsocket"]):
             raise StartupError("Configured to not listen anywhere, exiting.")

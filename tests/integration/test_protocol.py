@@ -396,6 +396,65 @@ def test_quit_answers_ok_and_closes_without_running_later_commands(server):
     assert read_until_closed(multibulk.sock) == (b"+OK\r\n", True)
 
 
+# ------------------------------------- replies kept for the loop turn's end
+# While several clients send pipelines, a pipelined read's replies wait for
+# the end of the loop turn (engine/conn.pxi, Output). A client whose
+# pipeline arrives right after another client was answered takes that path
+# at once: these tests make it so, then check that nothing is lost or
+# reordered on the way out, even when the connection closes.
+
+def _answer_another_client_first(server) -> None:
+    assert server.raw().call("PING") == b"+PONG\r\n"
+
+
+def test_a_pipeline_ending_in_quit_gets_every_reply_kept_for_the_turn(server):
+    _answer_another_client_first(server)
+    raw = server.raw()
+    raw.send(b"PING\r\n" + encode_command("ADDJOB", "kept-quit", "x", "0")
+             + encode_command("PING", "last") + encode_command("QUIT"))
+    data, closed = read_until_closed(raw.sock)
+    assert closed
+    replies = read_replies(_BufferSocket(data), 4)
+    assert replies[0] == b"+PONG\r\n"
+    assert JOB_ID_STATUS.match(replies[1])
+    assert replies[2:] == [bulk(b"last"), b"+OK\r\n"]
+
+
+def test_a_pipeline_ending_in_a_protocol_error_gets_every_reply_kept_for_the_turn(server):
+    _answer_another_client_first(server)
+    raw = server.raw()
+    raw.send(encode_command("PING", "a") + encode_command("PING", "b") + b"*1\r\n:1\r\n")
+    data, closed = read_until_closed(raw.sock)
+    assert closed
+    assert read_replies(_BufferSocket(data), 3) == [
+        bulk(b"a"), bulk(b"b"), b"-ERR Protocol error: expected '$', got ':'\r\n"]
+
+
+def test_many_clients_pipelining_at_once_each_get_their_replies_in_order(server):
+    clients, rounds, depth = 20, 30, 32
+    errors: list[str] = []
+
+    def pipeline(index: int) -> None:
+        raw = RawClient(server.port)
+        try:
+            for round_ in range(rounds):
+                words = [b"%d-%d-%d" % (index, round_, n) for n in range(depth)]
+                raw.send(b"".join(encode_command("PING", word) for word in words))
+                if read_replies(raw.sock, depth) != [bulk(word) for word in words]:
+                    errors.append(f"client {index}, round {round_}: replies out of order")
+                    return
+        finally:
+            raw.sock.close()
+
+    threads = [threading.Thread(target=pipeline, args=(i,)) for i in range(clients)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert not any(thread.is_alive() for thread in threads)
+    assert errors == []
+
+
 # ----------------------------------------------------------- backpressure
 
 PAYLOAD_SIZE = 1024
@@ -507,6 +566,22 @@ def test_blocked_getjob_holds_back_pipelined_ping_until_served(server):
     assert job == b"*1\r\n*3\r\n" + bulk(b"blockq") + bulk(job_id) + bulk(b"wake up")
     assert pong == b"+PONG\r\n"
     assert info_int(producer, "clients", "blocked_clients") == 0
+
+
+def test_replies_before_a_blocked_getjob_leave_at_once_with_commands_behind_it(server):
+    # As Disque's: the PING before is answered while the GETJOB blocks (it
+    # waited for the GETJOB when the fast path parked with commands behind).
+    _answer_another_client_first(server)       # its replies wait for the turn's end too
+    consumer = server.raw()
+    consumer.send(encode_command("PING", "before")
+                  + encode_command("GETJOB", "TIMEOUT", "0", "FROM", "kept-park")
+                  + encode_command("PING", "after"))
+    assert read_replies(consumer.sock, 1) == [bulk(b"before")]
+    added = server.raw().call("ADDJOB", "kept-park", "body", "0")
+    job_id = JOB_ID_STATUS.match(added).group(1)
+    job, after = read_replies(consumer.sock, 2)
+    assert job == b"*1\r\n*3\r\n" + bulk(b"kept-park") + bulk(job_id) + bulk(b"body")
+    assert after == bulk(b"after")
 
 
 def test_client_disconnecting_while_blocked_leaves_no_blocked_client(server):

@@ -161,6 +161,7 @@ def step_clock(server):
 
 @pytest.fixture
 def conn(server):
+    server.call_soon = lambda callback: callback()      # replies written at once
     conn = ClientConnection(FakeRuntime(server))
     conn.transport = FakeTransport()
     conn.session = server.new_session("127.0.0.1:1", "127.0.0.1:7711", -1, conn)
