@@ -173,7 +173,7 @@ cdef class ConnectionBase:
             else:
                 self.write_out(payload, pipelined)
         if self.session.kill_requested:
-            self._close()
+            self._close_after_replies()
         return 0
 
     cpdef write_out(self, bytes payload, bint pipelined=False):

@@ -67,7 +67,7 @@ class ClientConnection(ConnectionBase, asyncio.Protocol):
     # None), closing, _running (inside _run: replies not written yet), _out
     # (replies kept for the end of the loop turn).
     __slots__ = ("_reading_paused_for_output", "_reading_paused_for_pending",
-                 "_resume_scheduled", "_overlapping", "_yielding")
+                 "_resume_scheduled", "_overlapping", "_yielding", "_close_when_released")
 
     def __init__(self, runtime) -> None:
         self.runtime = runtime
@@ -77,6 +77,7 @@ class ClientConnection(ConnectionBase, asyncio.Protocol):
         self._resume_scheduled = False
         self._overlapping = False           # stopped after a parked ADDJOB: more may run
         self._yielding = False              # reading stopped until the next loop turn
+        self._close_when_released = False   # closing: hang up once the AOF releases the rest
 
     # ----------------------------------------------------------- lifecycle
 
@@ -242,7 +243,7 @@ class ClientConnection(ConnectionBase, asyncio.Protocol):
         elif self._order:
             self._flush_order()
         if close_after or session.kill_requested:
-            self._close()
+            self._close_after_replies()
 
     def park(self, waiter, overlaps: bool, ready: bytes | None) -> None:
         """The fast path parked a command (after `ready`, the replies of the
@@ -335,13 +336,28 @@ class ClientConnection(ConnectionBase, asyncio.Protocol):
             self._fail(error)
 
     def _fail(self, error) -> None:
-        self.write_out(error.wire())
-        self._close()
+        self.deliver(error.wire())
+        self._close_after_replies()
 
     def _close(self) -> None:
         if not self.closing:
-            self.flush_out()               # the replies kept for the turn's end
             self.closing = True
+            self._hang_up()
+
+    def _close_after_replies(self) -> None:
+        """Close once every reply owed has left (QUIT, a protocol error, a
+        client that killed itself), as Disque does: those still held for
+        the AOF (deliver) go first. Meanwhile nothing more is read or run."""
+        if not self._held:
+            self._close()
+            return
+        self.closing = True
+        self._close_when_released = True
+        self.transport.pause_reading()
+
+    def _hang_up(self) -> None:
+        if self.transport is not None:
+            self.flush_out()               # the replies kept for the turn's end
             self.transport.close()
 
     # --------------------------------------------------------------- output
@@ -350,15 +366,19 @@ class ClientConnection(ConnectionBase, asyncio.Protocol):
         """Write replies now (at the turn's end for a pipelined read:
         write_out), or once the AOF records they depend on are written
         (appendfsync always: fsynced). Replies keep their order."""
-        held = self._held
         writer = self.runtime.persistence.writer
         if writer is not None and writer.state == AOF_ON:
             entry = [payload, False]
             if writer.hold_reply(self._released_entry(entry)):
-                if held is None:
-                    held = self._held = deque()
-                held.append(entry)
+                if self._held is None:
+                    self._held = deque()
+                self._held.append(entry)
                 return
+        self._behind_held(payload, pipelined)
+
+    def _behind_held(self, payload: bytes, pipelined: bool = False) -> None:
+        """Write bytes that wait for no AOF record, after the replies that do."""
+        held = self._held
         if held:
             held.append([payload, True])     # ready, but behind replies still waiting
         else:
@@ -372,18 +392,33 @@ class ClientConnection(ConnectionBase, asyncio.Protocol):
                 log.warning("Closing client %s: its commands could not be written to "
                             "the AOF (%s)", self.session.addr if self.session else "?", reason)
                 self._held = None
-                self._close()
+                if self._close_when_released:
+                    self._hang_up()
+                else:
+                    self._close()
                 return
             entry[1] = True
             held = self._held
             while held and held[0][1]:
-                self.write_out(held.popleft()[0])
+                self._send_released(held.popleft()[0])
+            if self._close_when_released and not held:
+                self._hang_up()
         return release
 
-    def send(self, payload: bytes) -> None:
-        """Bytes from elsewhere (MONITOR feed)."""
-        if not self.session.reply_flags & REPLY_OFF:
+    def _send_released(self, payload: bytes) -> None:
+        """A reply the AOF no longer holds; on a connection closing after
+        its replies (write_out takes no more), straight behind those kept."""
+        if not self._close_when_released:
             self.write_out(payload)
+        elif self.transport is not None:
+            self.flush_out()
+            self.server.stats.net_output_bytes += len(payload)
+            self.transport.write(payload)
+
+    def send(self, payload: bytes) -> None:
+        """Bytes from elsewhere (MONITOR feed, SHUTDOWN's failure)."""
+        if not self.session.reply_flags & REPLY_OFF:
+            self._behind_held(payload)
 
     def pause_writing(self) -> None:
         self._reading_paused_for_output = True
@@ -401,6 +436,11 @@ class ClientConnection(ConnectionBase, asyncio.Protocol):
         transport = self.transport
         kept = self.unflushed_bytes()
         return kept + transport.get_write_buffer_size() if transport is not None else kept
+
+    def eof_received(self):
+        """The client is done sending (over TLS, in the same read as its
+        last commands): their replies leave before the transport closes."""
+        self.flush_out()
 
     def close(self) -> None:
         """Close from elsewhere (CLIENT KILL, idle timeout). A client that

@@ -430,6 +430,28 @@ def test_a_pipeline_ending_in_a_protocol_error_gets_every_reply_kept_for_the_tur
         bulk(b"a"), bulk(b"b"), b"-ERR Protocol error: expected '$', got ':'\r\n"]
 
 
+@pytest.mark.parametrize("fsync", ["always", "everysec"])
+@pytest.mark.parametrize("last, answer", [
+    (encode_command("QUIT"), b"+OK\r\n"),
+    (b"*1\r\n:1\r\n", b"-ERR Protocol error: expected '$', got ':'\r\n")],
+    ids=["quit", "protocol-error"])
+def test_with_the_aof_on_a_pipeline_that_ends_the_connection_gets_every_reply(
+        make_server, fsync, last, answer):
+    # Replies wait for the AOF (deliver); QUIT and a protocol error used
+    # to close the connection first, and those replies were lost.
+    proc = make_server("aof-close", args=["--appendonly", "yes",
+                                          "--appendfsync", fsync]).start()
+    raw = proc.raw()
+    raw.send(encode_command("PING", "a") + encode_command("ADDJOB", "aof-close", "x", "0")
+             + last)
+    data, closed = read_until_closed(raw.sock)
+    assert closed
+    replies = read_replies(_BufferSocket(data), 3)
+    assert replies[0] == bulk(b"a")
+    assert JOB_ID_STATUS.match(replies[1])
+    assert replies[2] == answer
+
+
 def test_many_clients_pipelining_at_once_each_get_their_replies_in_order(server):
     clients, rounds, depth = 20, 30, 32
     errors: list[str] = []

@@ -17,7 +17,7 @@ import pytest
 import redis
 
 from tests.pki import Pki
-from tests.support import HOST, ServerProcess, free_port, wait_for
+from tests.support import HOST, ServerProcess, encode_command, free_port, wait_for
 
 
 @pytest.fixture(scope="module")
@@ -130,6 +130,46 @@ def test_large_pipelines_and_bodies_cross_tls_intact(node):
     jobs = client.execute_command("GETJOB", "COUNT", 8, "FROM", "tls-big")
     assert [got for _, _, got in jobs] == [body + b"%d" % n for n in range(8)]
     assert client.execute_command("QLEN", "tls-bulk") == 500
+
+
+def _tls_memory_client(node):
+    """A TLS client over memory buffers: it decides what each TCP send holds."""
+    context = ssl.create_default_context(cafile=str(node.pki.ca))
+    context.load_cert_chain(str(node.pki.client.cert), str(node.pki.client.key))
+    sock = socket.create_connection((HOST, node.tls_port), timeout=10)
+    incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
+    tls = context.wrap_bio(incoming, outgoing, server_hostname=HOST)
+    while True:
+        try:
+            tls.do_handshake()
+            break
+        except ssl.SSLWantReadError:
+            sock.sendall(outgoing.read())
+            incoming.write(sock.recv(65536))
+    sock.sendall(outgoing.read())
+    return sock, tls, incoming, outgoing
+
+
+def test_a_pipeline_sent_with_the_tls_close_gets_its_replies(node):
+    # The commands and the client's close_notify in one TCP send: the node
+    # reads both in one turn, and the replies it kept for the turn's end
+    # must leave before the TLS transport shuts down.
+    assert node.raw().call("PING") == b"+PONG\r\n"     # another client answered last
+    sock, tls, incoming, outgoing = _tls_memory_client(node)
+    tls.write(encode_command("PING", "a") + encode_command("PING", "b"))
+    with pytest.raises(ssl.SSLWantReadError):
+        tls.unwrap()                                       # queues close_notify
+    sock.sendall(outgoing.read())
+    received = b""
+    while chunk := sock.recv(65536):
+        incoming.write(chunk)
+    try:
+        while part := tls.read(65536):
+            received += part
+    except (ssl.SSLWantReadError, ssl.SSLZeroReturnError):
+        pass
+    sock.close()
+    assert received == b"$1\r\na\r\n$1\r\nb\r\n"
 
 
 def test_the_plain_port_keeps_working_beside_tls(node):
