@@ -66,8 +66,8 @@ cdef class ServerCore:
         ready (conn.pxi says why)."""
         self._unflushed.append(conn)
         if not self._flush_scheduled:
+            self.call_soon(self.flush_replies)     # first: if it raises, the next call retries
             self._flush_scheduled = True
-            self.call_soon(self.flush_replies)
         return 0
 
     def flush_replies(self):
