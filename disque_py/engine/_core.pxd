@@ -578,6 +578,7 @@ cdef class ConnectionBase:
     cdef public object _order              # replies behind a parked command, or None
     cdef public object _held               # replies waiting for an AOF fsync, or None
     cdef public bint closing
+    cdef public bint draining              # closing once the replies held for the AOF left
     cdef public bint _running
     cdef HotCall call
     cdef list _out                         # replies not written yet (this turn), or None

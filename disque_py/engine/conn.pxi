@@ -179,7 +179,7 @@ cdef class ConnectionBase:
     cpdef write_out(self, bytes payload, bint pipelined=False):
         """Send replies now, or at the end of this loop turn (see Output)."""
         cdef ServerCore server = self.server
-        if self.closing or self._transport is None:
+        if (self.closing and not self.draining) or self._transport is None:
             return
         server.stats.net_output_bytes += PyBytes_GET_SIZE(payload)
         if self._out is not None:

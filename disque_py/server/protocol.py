@@ -64,10 +64,11 @@ class ClientConnection(ConnectionBase, asyncio.Protocol):
     # request parser), pending (commands waiting behind a parked one, or
     # None), pending_error, _order (replies behind a parked command:
     # [bytes|None], or None), _held (replies waiting for an AOF fsync, or
-    # None), closing, _running (inside _run: replies not written yet), _out
+    # None), closing, draining (closing once the replies held for the AOF
+    # have left), _running (inside _run: replies not written yet), _out
     # (replies kept for the end of the loop turn).
     __slots__ = ("_reading_paused_for_output", "_reading_paused_for_pending",
-                 "_resume_scheduled", "_overlapping", "_yielding", "_close_when_released")
+                 "_resume_scheduled", "_overlapping", "_yielding")
 
     def __init__(self, runtime) -> None:
         self.runtime = runtime
@@ -77,7 +78,6 @@ class ClientConnection(ConnectionBase, asyncio.Protocol):
         self._resume_scheduled = False
         self._overlapping = False           # stopped after a parked ADDJOB: more may run
         self._yielding = False              # reading stopped until the next loop turn
-        self._close_when_released = False   # closing: hang up once the AOF releases the rest
 
     # ----------------------------------------------------------- lifecycle
 
@@ -340,25 +340,24 @@ class ClientConnection(ConnectionBase, asyncio.Protocol):
         self._close_after_replies()
 
     def _close(self) -> None:
-        if not self.closing:
+        if not self.closing or self.draining:
             self.closing = True
-            self._hang_up()
+            self.draining = False
+            if self.transport is not None:
+                self.flush_out()           # the replies kept for the turn's end
+                self.transport.close()
 
     def _close_after_replies(self) -> None:
         """Close once every reply owed has left (QUIT, a protocol error, a
         client that killed itself), as Disque does: those still held for
-        the AOF (deliver) go first. Meanwhile nothing more is read or run."""
+        the AOF (deliver) go first. Meanwhile nothing more is read or run
+        (closing), and write_out takes only those (draining)."""
         if not self._held:
             self._close()
             return
         self.closing = True
-        self._close_when_released = True
+        self.draining = True
         self.transport.pause_reading()
-
-    def _hang_up(self) -> None:
-        if self.transport is not None:
-            self.flush_out()               # the replies kept for the turn's end
-            self.transport.close()
 
     # --------------------------------------------------------------- output
 
@@ -392,28 +391,15 @@ class ClientConnection(ConnectionBase, asyncio.Protocol):
                 log.warning("Closing client %s: its commands could not be written to "
                             "the AOF (%s)", self.session.addr if self.session else "?", reason)
                 self._held = None
-                if self._close_when_released:
-                    self._hang_up()
-                else:
-                    self._close()
+                self._close()
                 return
             entry[1] = True
             held = self._held
             while held and held[0][1]:
-                self._send_released(held.popleft()[0])
-            if self._close_when_released and not held:
-                self._hang_up()
+                self.write_out(held.popleft()[0])
+            if self.draining and not held:
+                self._close()
         return release
-
-    def _send_released(self, payload: bytes) -> None:
-        """A reply the AOF no longer holds; on a connection closing after
-        its replies (write_out takes no more), straight behind those kept."""
-        if not self._close_when_released:
-            self.write_out(payload)
-        elif self.transport is not None:
-            self.flush_out()
-            self.server.stats.net_output_bytes += len(payload)
-            self.transport.write(payload)
 
     def send(self, payload: bytes) -> None:
         """Bytes from elsewhere (MONITOR feed, SHUTDOWN's failure)."""
