@@ -27,7 +27,7 @@ import statistics
 import time
 
 from disque_py.config import Config
-from disque_py.core.node import Node
+from disque_py.node.node import Node
 from disque_py.server.protocol import ClientConnection
 from disque_py.server.state import ServerState
 

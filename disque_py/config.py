@@ -25,14 +25,12 @@ from contextlib import suppress
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
-from disque_py.config_kinds import (Appended, Bool, BufferLimit, Dir, Enum, Int, KeepAlive,
-                                    Kind, Memory, Octal, OutputBufferLimit, Str, TlsProtocols,
-                                    Words)
-from disque_py.config_parse import (ENCODING, ERRORS, BadValue, decode, encode,
-                                    quote, split_args)
+from disque_py.config_kinds import (Appended, Bool, BufferLimit, Dir, Enum, Int, KeepAlive, Kind,
+                                    Memory, Octal, OutputBufferLimit, Str, TlsProtocols, Words)
+from disque_py.config_parse import (ENCODING, ERRORS, BadValue, decode, encode, quote, split_args)
 from disque_py.engine import DEFAULT_DEDUP_MAX_KEYS
-from disque_py.errors import CommandError, ConfigError
-from disque_py.globmatch import glob_match
+from disque_py.base.errors import CommandError, ConfigError
+from disque_py.base.globmatch import glob_match
 
 # Defaults and limits (Disque 1.0-rc1, server.h).
 DEFAULT_PORT = 7711

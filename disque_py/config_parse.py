@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 
-from disque_py.splitargs import UnbalancedQuotes, split_line
+from disque_py.base.splitargs import UnbalancedQuotes, split_line
 
 INT64_MAX = (1 << 63) - 1
 ENCODING, ERRORS = "utf-8", "surrogateescape"  # arbitrary bytes survive a round trip

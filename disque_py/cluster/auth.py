@@ -29,7 +29,7 @@ import hmac
 import os
 import struct
 
-from disque_py.cluster import messages as msg
+from disque_py.formats import bus as msg
 
 SIGNATURE = b"DqA1"
 HELLO, CHALLENGE, PROOF = 1, 2, 3

@@ -38,9 +38,9 @@ from __future__ import annotations
 import asyncio
 import time
 
-from disque_py import log
+from disque_py.base import log
 from disque_py.cluster import auth
-from disque_py.cluster import messages as msg
+from disque_py.formats import bus as msg
 
 CONNECT_TIMEOUT_S = 2.0
 LINK_HIGH_WATER = 64 * 1024 * 1024

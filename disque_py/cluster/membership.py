@@ -48,9 +48,9 @@ import ipaddress
 import os
 import random
 
-from disque_py.cluster import messages as msg
+from disque_py.formats import bus as msg
 from disque_py.cluster.nodes_conf import NodeRecord
-from disque_py.core.effects import Connect, DropLink, ReplyOn, SaveConfig, Send
+from disque_py.base.effects import Connect, DropLink, ReplyOn, SaveConfig, Send
 
 # Node flags (LEAVING travels in message headers, the rest in gossip).
 PFAIL, FAIL, MYSELF, HANDSHAKE, NOADDR, MEET, LEAVING = 1, 2, 4, 8, 16, 32, 128

@@ -17,7 +17,7 @@ import contextlib
 import os
 from dataclasses import dataclass, field
 
-from disque_py.disk_faults import DiskFaults
+from disque_py.base.disk_faults import DiskFaults
 
 NODE_ID_HEX_LEN = 40
 _HEX = set("0123456789abcdef")

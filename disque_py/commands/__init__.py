@@ -20,9 +20,9 @@ from __future__ import annotations
 
 from typing import Callable
 
-from disque_py.errors import (LOADING_MESSAGE, NOAUTH_MESSAGE, OOM_MESSAGE, CommandError,
-                              DisqueError, LoadingError, MisconfError, NoAuthError,
-                              OutOfMemoryError)
+from disque_py.base.errors import (LOADING_MESSAGE, NOAUTH_MESSAGE, OOM_MESSAGE, CommandError,
+                                   DisqueError, LoadingError, MisconfError, NoAuthError,
+                                   OutOfMemoryError)
 from disque_py.commands import acks, admin, cluster, deadletter, diagnostics, jobs, queues, waits
 from disque_py.engine import CommandCore, HOT_COMMANDS
 

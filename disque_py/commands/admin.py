@@ -20,10 +20,10 @@ from disque_py.commands import info as info_sections
 from disque_py.commands.args import c_string, int_or_error, parse_int, parse_timeout
 from disque_py.commands.cluster import hello_nodes
 from disque_py.commands.context import NO_REPLY, REPLY_OFF, REPLY_SKIP_NEXT, compiled
-from disque_py.disk_faults import FAULT_CODES
-from disque_py.errors import (NOAUTH_MESSAGE, SYNTAX_ERROR, CommandError, NoAuthError,
-                              NoProtoError, WrongPassError)
-from disque_py.resp import OK, Map, Raw, SetReply, Verbatim
+from disque_py.base.disk_faults import FAULT_CODES
+from disque_py.base.errors import (NOAUTH_MESSAGE, SYNTAX_ERROR, CommandError, NoAuthError,
+                                   NoProtoError, WrongPassError)
+from disque_py.formats.resp import OK, Map, Raw, SetReply, Verbatim
 
 HELLO_FORMAT_VERSION = 1
 NO_PASSWORD_SET = "Client sent AUTH, but no password is set"

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from disque_py.cluster.membership import HANDSHAKE, MYSELF
-from disque_py.cluster.messages import NODE_ID_LEN
+from disque_py.formats.bus import NODE_ID_LEN
 from disque_py.commands.args import parse_int
-from disque_py.errors import SYNTAX_ERROR, CommandError
-from disque_py.resp import OK, Raw, Verbatim
+from disque_py.base.errors import SYNTAX_ERROR, CommandError
+from disque_py.formats.resp import OK, Raw, Verbatim
 
 WRONG_SUBCOMMAND = "Wrong CLUSTER subcommand or number of arguments"
 WRONG_LEAVING_ARG = "Wrong argument for CLUSTER LEAVING. Use 'yes' or 'no'"

@@ -5,7 +5,7 @@ the command table runs a compiled command."""
 from __future__ import annotations
 
 from disque_py.engine import HOT_COMMANDS, run_hot
-from disque_py.resp import Raw
+from disque_py.formats.resp import Raw
 
 
 class Park:

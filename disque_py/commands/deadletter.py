@@ -9,7 +9,7 @@ MAXDELIVERIES more tries. Jobs in dead-queue that were not dead-lettered
 from __future__ import annotations
 
 from disque_py.commands.args import ArgReader
-from disque_py.errors import CommandError
+from disque_py.base.errors import CommandError
 
 COUNT_POSITIVE = "COUNT must be a number greater than zero"
 

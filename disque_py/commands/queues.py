@@ -9,10 +9,10 @@ from __future__ import annotations
 from disque_py.commands.args import ArgReader, int_or_error, parse_scan_options
 from disque_py.commands.context import compiled
 from disque_py.commands.waits import render_completion
-from disque_py.core.waiters import COMPLETION_WAITS, GETJOB, TIMED_OUT
+from disque_py.node.waiters import COMPLETION_WAITS, GETJOB, TIMED_OUT
 from disque_py.engine import PAUSED_ALL, PAUSED_IN, PAUSED_OUT, PAUSE_STATE_NAMES, render_jobs
-from disque_py.errors import SYNTAX_ERROR, CommandError
-from disque_py.resp import EMPTY_ARRAY, NULL_ARRAY, Raw
+from disque_py.base.errors import SYNTAX_ERROR, CommandError
+from disque_py.formats.resp import EMPTY_ARRAY, NULL_ARRAY, Raw
 
 PAUSE_OPTIONS = {b"in": PAUSED_IN, b"out": PAUSED_OUT, b"all": PAUSED_ALL}
 

@@ -39,7 +39,7 @@
 
 from libc.math cimport INFINITY
 
-from disque_py.errors import DisqueError
+from disque_py.base.errors import DisqueError
 
 cdef extern from "<time.h>" nogil:
     clockid_t CLOCK_MONOTONIC

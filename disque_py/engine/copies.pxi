@@ -7,9 +7,9 @@
 # around them (waiting for copies, asking one more node, giving up,
 # queueing once the copies exist) stays in Python there.
 
-from disque_py.cluster.messages import (GOTJOB, MSG_NOREPLY, MSG_PROMISED, MSG_RESENT,
-                                        MSG_REVISED, REPLJOB)
-from disque_py.core.effects import ToPeer
+from disque_py.formats.bus import (GOTJOB, MSG_NOREPLY, MSG_PROMISED, MSG_RESENT, MSG_REVISED,
+                                   REPLJOB)
+from disque_py.base.effects import ToPeer
 
 cdef enum:
     RTT_SMOOTHING = 8              # the round trip is an average over about that many copies

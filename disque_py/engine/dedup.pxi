@@ -36,7 +36,7 @@
 # every key at a rewrite) and UNDEDUP records (a failed ADDJOB) carry the
 # rest. Expired keys are skipped when loaded.
 
-from disque_py.core.effects import AofDedup, AofUndedup
+from disque_py.base.effects import AofDedup, AofUndedup
 
 DEDUP_TABLE_FULL = "DEDUP key table is full (dedup-max-keys %d)"
 

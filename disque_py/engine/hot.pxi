@@ -10,9 +10,8 @@
 # checked in Disque's order, so a request that breaks several rules gets
 # Disque's error. Replies are written into the call's WriteBuffer.
 
-from disque_py.errors import (BADID_MESSAGE, LEAVING_MESSAGE, SYNTAX_ERROR,
-                              TIMEOUT_NEGATIVE, TIMEOUT_NOT_INTEGER, BadIdError,
-                              LeavingError)
+from disque_py.base.errors import (BADID_MESSAGE, LEAVING_MESSAGE, SYNTAX_ERROR, TIMEOUT_NEGATIVE,
+                                   TIMEOUT_NOT_INTEGER, BadIdError, LeavingError)
 
 REPLICATE_RANGE = "REPLICATE must be between 1 and 65535"
 TTL_POSITIVE = "TTL must be a number > 0"

@@ -29,11 +29,11 @@
 
 from libc.time cimport time_t
 
-from disque_py.cluster.messages import (DELJOB, ENQUEUE as MSG_ENQUEUE, MSG_DEAD,
-                                       MSG_INCR_DELIV, MSG_INCR_NACKS, MSG_NOREPLY)
-from disque_py.core.effects import AofDelJob, AofLoadJob
-from disque_py.errors import (OOM_MESSAGE, AckedError, CommandError, MaxlenError, NoJobError,
-                              NoReplError, OutOfMemoryError, PausedError, TooLateError)
+from disque_py.formats.bus import (DELJOB, ENQUEUE as MSG_ENQUEUE, MSG_DEAD, MSG_INCR_DELIV,
+                                   MSG_INCR_NACKS, MSG_NOREPLY)
+from disque_py.base.effects import AofDelJob, AofLoadJob
+from disque_py.base.errors import (OOM_MESSAGE, AckedError, CommandError, MaxlenError, NoJobError,
+                                   NoReplError, OutOfMemoryError, PausedError, TooLateError)
 
 cdef extern from "<time.h>" nogil:
     ctypedef int clockid_t

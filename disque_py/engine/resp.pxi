@@ -5,7 +5,7 @@
 # message for error message (src/networking.c): multibulk requests
 # ("*<n>\r\n$<len>\r\n...") with canonical lengths and Disque's limits, and
 # inline ones (a line, split the way sdssplitargs splits it: the Python
-# splitter in disque_py/splitargs.py, the only one). Incomplete input is a
+# splitter in disque_py/base/splitargs.py, the only one). Incomplete input is a
 # return value (0: no command yet), never an exception; a malformed stream
 # sets `error` once, and the commands before the fault still run.
 #
@@ -20,8 +20,8 @@
 from cpython.bytearray cimport PyByteArray_AS_STRING
 from libc.string cimport memchr
 
-from disque_py.errors import ProtocolError
-from disque_py.splitargs import UnbalancedQuotes, split_line
+from disque_py.base.errors import ProtocolError
+from disque_py.base.splitargs import UnbalancedQuotes, split_line
 
 cdef enum:
     INLINE_MAX_SIZE = 64 * 1024            # an inline command, or a header line

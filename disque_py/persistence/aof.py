@@ -56,8 +56,8 @@ import os
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from disque_py import log
-from disque_py.disk_faults import DiskFaults
+from disque_py.base import log
+from disque_py.base.disk_faults import DiskFaults
 from disque_py.monitoring import latency as latency_events
 from disque_py.monitoring.histogram import DurationHistogram
 from disque_py.monitoring.latency import LatencyMonitor

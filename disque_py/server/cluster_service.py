@@ -19,14 +19,14 @@ from __future__ import annotations
 
 import os
 
-from disque_py import log
-from disque_py.cluster import messages as msg
+from disque_py.base import log
+from disque_py.formats import bus as msg
 from disque_py.cluster import nodes_conf
 from disque_py.cluster.bus import ClusterBus
 from disque_py.cluster.membership import BUS_PORT_OFFSET, Membership
 from disque_py.cluster.membership import FAIL, HANDSHAKE, options_version_read
-from disque_py.core.effects import Connect, DropLink, ReplyOn, SaveConfig, Send, ToPeer
-from disque_py.disk_faults import DiskFaults
+from disque_py.base.effects import Connect, DropLink, ReplyOn, SaveConfig, Send, ToPeer
+from disque_py.base.disk_faults import DiskFaults
 from disque_py.server.persistence_service import StartupError
 
 CRON_PERIOD_MS = 100

@@ -38,10 +38,10 @@ import os
 import shutil
 import time
 
-from disque_py import log
-from disque_py.core.effects import AofDedup
-from disque_py.core.job import deserialize_job
-from disque_py.errors import CommandError
+from disque_py.base import log
+from disque_py.base.effects import AofDedup
+from disque_py.node.job import deserialize_job
+from disque_py.base.errors import CommandError
 from disque_py.persistence import aof_format
 from disque_py.persistence.aof import OFF, ON, WAIT_REWRITE, AofWriter
 from disque_py.persistence.progress import ProgressMeter

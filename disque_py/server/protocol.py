@@ -43,12 +43,11 @@ import asyncio
 import socket
 from collections import deque
 
-from disque_py import log
-from disque_py.commands.context import (REPLY_MUTED, REPLY_OFF, Park,
-                                        reply_flags_after_command)
+from disque_py.base import log
+from disque_py.commands.context import (REPLY_MUTED, REPLY_OFF, Park, reply_flags_after_command)
 from disque_py.engine import ConnectionBase
 from disque_py.persistence.aof import ON as AOF_ON
-from disque_py.resp import Raw, encode, encode_into
+from disque_py.formats.resp import Raw, encode, encode_into
 from disque_py.server import protected_mode
 
 OUTPUT_HIGH_WATER = 4 * 1024 * 1024

@@ -40,17 +40,17 @@ import sys
 import time
 import traceback
 
-from disque_py import DISQUE_VERSION, log
-from disque_py.cluster.messages import DELJOB, GOTACK, GOTJOB
+from disque_py import DISQUE_VERSION
+from disque_py.base import log
+from disque_py.formats.bus import DELJOB, GOTACK, GOTJOB
 from disque_py.commands.queues import render_outcome
-from disque_py.core.effects import AofDedup, AofDelJob, AofLoadJob, AofUndedup, ToPeer, Unblock
-from disque_py.core.node import Node
-from disque_py.errors import CommandError
+from disque_py.base.effects import AofDedup, AofDelJob, AofLoadJob, AofUndedup, ToPeer, Unblock
+from disque_py.node.node import Node
+from disque_py.base.errors import CommandError
 from disque_py.server.cluster_service import ClusterService, load_identity
 from disque_py.monitoring.latency import JOBS_PROCESSING
 from disque_py.persistence.aof import ON as AOF_ON
-from disque_py.server.persistence_service import (LoadStopped, PersistenceService,
-                                                  StartupError)
+from disque_py.server.persistence_service import (LoadStopped, PersistenceService, StartupError)
 from disque_py.server import tls
 from disque_py.server.protocol import ClientConnection
 from disque_py.server.tls_connection import TlsClientProtocol

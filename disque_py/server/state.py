@@ -20,11 +20,10 @@ import os
 import time
 
 from disque_py.commands import CommandTable
-from disque_py.core.node import Node
+from disque_py.node.node import Node
 from disque_py.engine import ServerCore, SessionCore, StatsCore
 from disque_py.monitoring.histogram import DurationHistogram
-from disque_py.monitoring.latency import (COMMAND, EVICTION_CYCLE, FAST_COMMAND,
-                                          LatencyMonitor)
+from disque_py.monitoring.latency import (COMMAND, EVICTION_CYCLE, FAST_COMMAND, LatencyMonitor)
 from disque_py.monitoring.slowlog import SlowLog
 
 NEVER_SLOW = float("inf")

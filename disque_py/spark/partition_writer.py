@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 
 import hiredis
 
-from disque_py.resp import encode_bulk, encode_command
+from disque_py.formats.resp import encode_bulk, encode_command
 
 RETRYABLE_PREFIXES = ("NOREPL", "LEAVING", "LOADING")
 LEAVING_PRIORITY = 100

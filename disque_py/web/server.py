@@ -28,7 +28,7 @@ import importlib.util
 
 from aiohttp import web
 
-from disque_py import log
+from disque_py.base import log
 from disque_py.server.persistence_service import StartupError
 from disque_py.web import health, metrics
 from disque_py.web.keys import SERVER_KEY

@@ -17,10 +17,9 @@ import time
 
 import pytest
 
-from disque_py.cluster import messages as msg
-from tests.cluster.harness import (
-    MARGIN_S, NODE_LINE, call, cluster_info, cluster_nodes, fail_deadline_s,
-    hello, myid, nodes_by_id, poll)
+from disque_py.formats import bus as msg
+from tests.cluster.harness import (MARGIN_S, NODE_LINE, call, cluster_info, cluster_nodes,
+                                   fail_deadline_s, hello, myid, nodes_by_id, poll)
 from tests.support import HOST
 
 HEX40 = re.compile(r"[0-9a-f]{40}\Z")

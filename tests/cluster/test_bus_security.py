@@ -19,9 +19,8 @@ import socket
 import pytest
 
 from disque_py.cluster import auth
-from disque_py.cluster import messages as msg
-from tests.cluster.harness import (MARGIN_S, Cluster, call, cluster_info, hello, info, poll,
-                                   show)
+from disque_py.formats import bus as msg
+from tests.cluster.harness import (MARGIN_S, Cluster, call, cluster_info, hello, info, poll, show)
 from tests.support import CLUSTER_PORT_OFFSET, HOST, ServerProcess
 
 SECRET = "correct horse battery staple"

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from disque_py.cli import main
+from disque_py.tools.cli import main
 from tests.support import HOST, ServerProcess, free_port, wait_for
 
 DISQUE_PY_BIN = Path(sys.executable).with_name("disque-py")

@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from disque_py import cli
+from disque_py.tools import cli
 
 DISQUE = Path(sys.executable).with_name("disque")
 

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from disque_py import cluster_cli
-from disque_py.cli import main
+from disque_py.tools import cluster_cli
+from disque_py.tools.cli import main
 from tests.support import free_port
 
 REPO = Path(__file__).resolve().parents[2]

@@ -103,7 +103,7 @@ def job_id_of(record: Record) -> bytes:
 def check_aof_command(path: Path, fix: bool = False) -> list[str]:
     script = Path(sys.executable).with_name("disque-py")
     base = [str(script)] if script.exists() else [
-        sys.executable, "-c", "from disque_py.cli import main; main()"]
+        sys.executable, "-c", "from disque_py.tools.cli import main; main()"]
     return base + ["check-aof"] + (["--fix"] if fix else []) + [str(path)]
 
 

@@ -178,11 +178,10 @@ from __future__ import annotations
 import itertools
 from typing import NamedTuple
 
-from disque_py.cluster import messages as msg
-from disque_py.core.effects import AofDedup, AofDelJob, AofLoadJob, AofUndedup, ToPeer, Unblock
-from disque_py.core.job import (ACKED, DEAD_NONE, FLAG_COUNTED, FLAG_PROMISED,
-                                QUEUED, WAIT_REPL)
-from disque_py.core.node import Node
+from disque_py.formats import bus as msg
+from disque_py.base.effects import AofDedup, AofDelJob, AofLoadJob, AofUndedup, ToPeer, Unblock
+from disque_py.node.job import (ACKED, DEAD_NONE, FLAG_COUNTED, FLAG_PROMISED, QUEUED, WAIT_REPL)
+from disque_py.node.node import Node
 from disque_py.engine import CONSTANTS
 from tests.sim.dedup_checks import DedupAsk, DedupChecks
 from tests.sim.outcomes import OK, REFUSED, UNKNOWN, WAITING

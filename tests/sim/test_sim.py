@@ -20,11 +20,11 @@ from types import SimpleNamespace
 
 import pytest
 
-from disque_py.cluster import messages as msg
-from disque_py.core.clock import FakeClock
-from disque_py.core.effects import AofLoadJob
-from disque_py.core.job import WAIT_REPL, JobOptions, deserialize_job
-from disque_py.core.node import Node
+from disque_py.formats import bus as msg
+from disque_py.base.clock import FakeClock
+from disque_py.base.effects import AofLoadJob
+from disque_py.node.job import WAIT_REPL, JobOptions, deserialize_job
+from disque_py.node.node import Node
 from tests.sim.checker import Checker, Decision
 from tests.sim.run import run_seed, run_seeds
 from tests.sim.workload import make_scenario

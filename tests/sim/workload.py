@@ -57,9 +57,9 @@ import itertools
 import random
 from typing import NamedTuple
 
-from disque_py.core.job import WAIT_REPL, JobOptions
-from disque_py.core.waiters import Waiter
-from disque_py.errors import DisqueError
+from disque_py.node.job import WAIT_REPL, JobOptions
+from disque_py.node.waiters import Waiter
+from disque_py.base.errors import DisqueError
 from tests.sim.checker import OK, WAITING, Checker, TracedNode
 from tests.unit.simnet import SimNet
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import pytest
 
-from disque_py.core.clock import FakeClock
-from disque_py.core.node import Node
+from disque_py.base.clock import FakeClock
+from disque_py.node.node import Node
 
 NODE_ID = b"9bfa56e329abf3577408e45419d642cac8154459"
 START_MS = 1_700_000_000_000   # a whole second, so etime * 1000 is exact

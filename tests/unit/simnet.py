@@ -1,9 +1,9 @@
 """A deterministic in-memory network of Node cores, for cluster unit tests.
 
-N disque_py.core.node.Node cores share one seeded FakeClock. What a core
+N disque_py.node.node.Node cores share one seeded FakeClock. What a core
 says to a peer (ToPeer effects) is grouped per peer and per run of one kind,
 as server/cluster_service.py batches it, encoded to a real bus frame with
-disque_py.cluster.messages, carried with a latency, decoded and handed to
+disque_py.formats.bus, carried with a latency, decoded and handed to
 the receiver's on_peer_message: the wire format is exercised on every hop.
 Unblock effects (answers to parked clients) are collected per client.
 
@@ -57,11 +57,11 @@ import random
 from collections import Counter
 from typing import Callable, NamedTuple
 
-from disque_py.cluster import messages as msg
-from disque_py.core.clock import FakeClock
-from disque_py.core.effects import AofDedup, AofDelJob, AofLoadJob, AofUndedup, ToPeer, Unblock
-from disque_py.core.job import STATE_NAMES, deserialize_job
-from disque_py.core.node import Node
+from disque_py.formats import bus as msg
+from disque_py.base.clock import FakeClock
+from disque_py.base.effects import AofDedup, AofDelJob, AofLoadJob, AofUndedup, ToPeer, Unblock
+from disque_py.node.job import STATE_NAMES, deserialize_job
+from disque_py.node.node import Node
 from disque_py.persistence import aof_format
 
 START_MS = 1_700_000_000_000

@@ -13,11 +13,11 @@ import subprocess
 import pytest
 from click.testing import CliRunner
 
-from disque_py.chaos.faults import Event, FaultInjector, FaultPlan
-from disque_py.chaos.ledger import Delivery, Ledger, job_body
-from disque_py.chaos.nodes import tracebacks_in
-from disque_py.chaos.report import LostJob, Report, verdict_counts
-from disque_py.chaos.run import ChaosOptions, Run
+from disque_py.tools.chaos.faults import Event, FaultInjector, FaultPlan
+from disque_py.tools.chaos.ledger import Delivery, Ledger, job_body
+from disque_py.tools.chaos.nodes import tracebacks_in
+from disque_py.tools.chaos.report import LostJob, Report, verdict_counts
+from disque_py.tools.chaos.run import ChaosOptions, Run
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -186,8 +186,8 @@ def test_chaos_json_lands_where_git_ignores_it_unless_a_file_is_named(
     """`disque-py chaos --json` run from the checkout writes its report
     under chaos-reports/, which git ignores; `--json FILE` writes FILE
     (its directory made if missing)."""
-    import disque_py.chaos.run as chaos_run
-    from disque_py.cli import main
+    import disque_py.tools.chaos.run as chaos_run
+    from disque_py.tools.cli import main
     monkeypatch.setattr(chaos_run, "run", lambda options, echo: _passing_report(42))
     monkeypatch.chdir(tmp_path)
     args = ["chaos", "--json"] + ([given] if given else []) + ["--seed", "42"]

@@ -11,10 +11,10 @@ import pytest
 
 from disque_py.commands.context import Park
 from disque_py.commands.queues import render_outcome
-from disque_py.core.effects import Unblock
+from disque_py.base.effects import Unblock
 from disque_py.engine import BUCKET_MS
-from disque_py.core.waiters import TIMED_OUT
-from disque_py.resp import encode
+from disque_py.node.waiters import TIMED_OUT
+from disque_py.formats.resp import encode
 from disque_py.server.state import ServerState
 from tests.unit.conftest import NODE_ID, START_MS
 

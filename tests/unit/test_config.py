@@ -18,10 +18,10 @@ from hypothesis import strategies as st
 from disque_py.config import (DIRECTIVES, REWRITE_SIGNATURE, Config, markdown_table,
                               rewritten_content)
 from disque_py.config_kinds import BufferLimit
-from disque_py.config_parse import (BadValue, format_memory, parse_memory,
-                                    parse_set_integer, quote, split_args)
-from disque_py.errors import CommandError, ConfigError
-from disque_py.globmatch import glob_match
+from disque_py.config_parse import (BadValue, format_memory, parse_memory, parse_set_integer,
+                                    quote, split_args)
+from disque_py.base.errors import CommandError, ConfigError
+from disque_py.base.globmatch import glob_match
 
 GB = 1024 ** 3
 

@@ -12,16 +12,16 @@ import re
 
 import pytest
 
-from disque_py.core.effects import Unblock
-from disque_py.core.job import (ACKED, ACTIVE, DEFAULT_TTL_S, FLAG_BCAST_WILLQUEUE, QUEUED,
+from disque_py.base.effects import Unblock
+from disque_py.node.job import (ACKED, ACTIVE, DEFAULT_TTL_S, FLAG_BCAST_WILLQUEUE, QUEUED,
                                 is_at_most_once_id, is_valid_id, ttl_minutes_from_id)
-from disque_py.core.node import AWAKE_BATCH
-from disque_py.core.job import QUEUE_MEMORY_OVERHEAD
+from disque_py.node.node import AWAKE_BATCH
+from disque_py.node.job import QUEUE_MEMORY_OVERHEAD
 from disque_py.engine import PAUSED_ALL, PAUSED_IN, PAUSED_OUT
 from disque_py.engine import BUCKET_MS
-from disque_py.core.waiters import TIMED_OUT
-from disque_py.errors import (AckedError, CommandError, MaxlenError, NoJobError, NoReplError,
-                              PausedError, TooLateError)
+from disque_py.node.waiters import TIMED_OUT
+from disque_py.base.errors import (AckedError, CommandError, MaxlenError, NoJobError, NoReplError,
+                                   PausedError, TooLateError)
 from tests.unit.conftest import NODE_ID, START_MS
 
 RETRY_JITTER_MS = 250         # Disque's randomTimeError(500): [-250, +250)

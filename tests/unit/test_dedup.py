@@ -13,14 +13,14 @@ import tracemalloc
 
 import pytest
 
-from disque_py.cluster import messages as msg
-from disque_py.core.clock import FakeClock
-from disque_py.core.job import JobOptions, deserialize_job
-from disque_py.core.node import Node
-from disque_py.core.replication import FIRST_ADD_GONE, TIMEOUT_BEFORE_COPIES
-from disque_py.core.waiters import Waiter
+from disque_py.formats import bus as msg
+from disque_py.base.clock import FakeClock
+from disque_py.node.job import JobOptions, deserialize_job
+from disque_py.node.node import Node
+from disque_py.node.replication import FIRST_ADD_GONE, TIMEOUT_BEFORE_COPIES
+from disque_py.node.waiters import Waiter
 from disque_py.engine import CONSTANTS, HOT_COMMANDS, run_hot
-from disque_py.errors import LeavingError, MaxlenError, NoReplError, OutOfMemoryError
+from disque_py.base.errors import LeavingError, MaxlenError, NoReplError, OutOfMemoryError
 from tests.unit.simnet import START_MS, SimNet
 
 NODE_ID = b"0123456789abcdef0123456789abcdef01234567"

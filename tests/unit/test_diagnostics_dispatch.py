@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from disque_py.monitoring import latency as ev
-from disque_py.resp import encode
+from disque_py.formats.resp import encode
 from disque_py.server.protocol import ClientConnection
 from tests.unit import test_commands_dispatch as dispatch_tests
 

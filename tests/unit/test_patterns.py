@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import pytest
 
-from disque_py.core.effects import Unblock
-from disque_py.core.patterns import PATTERN_CACHE_MAX
-from disque_py.core.waiters import TIMED_OUT
+from disque_py.base.effects import Unblock
+from disque_py.node.patterns import PATTERN_CACHE_MAX
+from disque_py.node.waiters import TIMED_OUT
 from disque_py.engine import HOT_COMMANDS, PAUSED_OUT, render_jobs, run_hot
-from disque_py.errors import CommandError, LeavingError
+from disque_py.base.errors import CommandError, LeavingError
 
 GETJOB = HOT_COMMANDS["getjob"]
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import pytest
 
-from disque_py.core.clock import FakeClock
-from disque_py.core.job import JobOptions, deserialize_job, serialize_record
-from disque_py.core.node import Node
+from disque_py.base.clock import FakeClock
+from disque_py.node.job import JobOptions, deserialize_job, serialize_record
+from disque_py.node.node import Node
 from tests.unit.simnet import START_MS
 
 NODE_ID = b"0123456789abcdef0123456789abcdef01234567"

@@ -15,9 +15,9 @@ import logging
 import pytest
 
 from disque_py.config import Config
-from disque_py.core.job import ACKED
-from disque_py.errors import LoadingError
-from disque_py.resp import encode
+from disque_py.node.job import ACKED
+from disque_py.base.errors import LoadingError
+from disque_py.formats.resp import encode
 from disque_py.persistence.aof import REWRITE_SLICE_JOBS, AofWriter
 from disque_py.persistence.progress import REPORT_INTERVAL_S, ProgressMeter
 from disque_py.persistence.rewrite import Rewrite

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from disque_py.config import Config
-from disque_py.errors import ConfigError
+from disque_py.base.errors import ConfigError
 from disque_py.server.protected_mode import DENIED, allows, is_local
 
 REMOTE = ("10.200.0.2", 40000)

@@ -14,13 +14,13 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from disque_py.errors import (AckedError, CommandError, LeavingError, NoJobError, NoReplError,
-                              PausedError, ProtocolError)
+from disque_py.base.errors import (AckedError, CommandError, LeavingError, NoJobError, NoReplError,
+                                   PausedError, ProtocolError)
 from disque_py.engine import CONSTANTS
 from disque_py.engine import RequestParser as RequestReader
-from disque_py.resp import (EMPTY_ARRAY, NULL_ARRAY, NULL_BULK, OK, PONG, Map, Raw, SetReply,
-                            Verbatim, encode, encode_bulk, encode_command)
-from disque_py.splitargs import UnbalancedQuotes, split_line
+from disque_py.formats.resp import (EMPTY_ARRAY, NULL_ARRAY, NULL_BULK, OK, PONG, Map, Raw,
+                                    SetReply, Verbatim, encode, encode_bulk, encode_command)
+from disque_py.base.splitargs import UnbalancedQuotes, split_line
 
 INLINE_MAX_SIZE = CONSTANTS["INLINE_MAX_SIZE"]
 MULTIBULK_MAX_COUNT = CONSTANTS["MULTIBULK_MAX_COUNT"]

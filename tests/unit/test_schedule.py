@@ -7,9 +7,9 @@ import random
 
 import pytest
 
-from disque_py.core.job import ACTIVE
-from disque_py.core.scantable import ScanTable
-from disque_py.core.waiters import GETJOB, Deadlines, Waiter
+from disque_py.node.job import ACTIVE
+from disque_py.base.scantable import ScanTable
+from disque_py.node.waiters import GETJOB, Deadlines, Waiter
 from disque_py.engine import BUCKET_MS, AwakeSchedule, IdGenerator, new_job
 
 T0 = 1_700_000_000_000

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from pyspark.sql.types import LongType, MapType, StringType, StructField, StructType
 
-from disque_py.resp import encode_command
+from disque_py.formats.resp import encode_command
 from disque_py.spark.datasource import OptionError, SinkOptions
 from disque_py.spark.partition_writer import PartitionWriter, WriteOptions
 from disque_py.spark.rows import body_encoder, map_columns

@@ -15,14 +15,14 @@ import itertools
 
 import pytest
 
-from disque_py.cluster import messages as msg
+from disque_py.formats import bus as msg
 from disque_py.commands.context import Park
 from disque_py.commands.queues import render_outcome
-from disque_py.core.effects import Unblock
-from disque_py.core.job import GONE_MOVED
-from disque_py.core.node import Node
-from disque_py.core.waiters import DONE
-from disque_py.resp import encode
+from disque_py.base.effects import Unblock
+from disque_py.node.job import GONE_MOVED
+from disque_py.node.node import Node
+from disque_py.node.waiters import DONE
+from disque_py.formats.resp import encode
 from disque_py.server.state import ServerState
 from disque_py.config import Config
 from tests.unit.simnet import SimNet

@@ -31,7 +31,7 @@ from collections import deque
 from itertools import islice
 from typing import NamedTuple
 
-from disque_py import log
+from disque_py.base import log
 from disque_py.commands.info import process_rss
 
 SAMPLE_INTERVAL_S = 1.0

@@ -18,26 +18,26 @@ is pure: no asyncio, sockets or files; effects go to `self.effects`.
 from __future__ import annotations
 
 
-from disque_py.cluster import messages as msg
-from disque_py.core.acks import AcksMixin
-from disque_py.core.clock import Clock
-from disque_py.core.consumer import ConsumerMixin
-from disque_py.core.effects import Unblock
-from disque_py.core.federation import FederationMixin, FederationStats
-from disque_py.core.healing import HealingMixin
-from disque_py.core.job import (ACKED, ACTIVE, DEDUP_KEY_FIELD, DEDUP_QUEUE_FIELD,
+from disque_py.formats import bus as msg
+from disque_py.node.acks import AcksMixin
+from disque_py.base.clock import Clock
+from disque_py.node.consumer import ConsumerMixin
+from disque_py.base.effects import Unblock
+from disque_py.node.federation import FederationMixin, FederationStats
+from disque_py.node.healing import HealingMixin
+from disque_py.node.job import (ACKED, ACTIVE, DEDUP_KEY_FIELD, DEDUP_QUEUE_FIELD,
                                 DEDUP_UNTIL_FIELD, FLAG_BCAST_WILLQUEUE, GONE_EXPIRED, QUEUED,
                                 QUEUE_MEMORY_OVERHEAD, WILLQUEUE_ADVANCE_MS, Job, JobExtra)
-from disque_py.core.peers import PeersMixin, new_tuple
-from disque_py.core.memory import MemoryPolicyMixin
-from disque_py.core.patterns import PatternConsumerMixin
-from disque_py.core.replication import REPLICATION_RETRY_MS, ReplicationMixin
-from disque_py.core.requeue import RequeueMixin
-from disque_py.core.scantable import ScanTable
-from disque_py.core.waiters import DUPLICATE_ADD, JOB_REPLICATION, TIMED_OUT, Deadlines
-from disque_py.core.waits import WaitsMixin
+from disque_py.node.peers import PeersMixin, new_tuple
+from disque_py.node.memory import MemoryPolicyMixin
+from disque_py.node.patterns import PatternConsumerMixin
+from disque_py.node.replication import REPLICATION_RETRY_MS, ReplicationMixin
+from disque_py.node.requeue import RequeueMixin
+from disque_py.base.scantable import ScanTable
+from disque_py.node.waiters import DUPLICATE_ADD, JOB_REPLICATION, TIMED_OUT, Deadlines
+from disque_py.node.waits import WaitsMixin
 from disque_py.engine import PAUSED_IN, REMOVED_BEFORE_COPIES, JobTable, NodeCore, job_options
-from disque_py.errors import NoReplError
+from disque_py.base.errors import NoReplError
 
 QUEUE_MAX_IDLE_S = 5 * 60
 AWAKE_BATCH = 2000            # jobs handled per timer slice, so clients interleave

@@ -35,8 +35,8 @@ Rules kept:
 
 from __future__ import annotations
 
-from disque_py.core.job import ACKED, GONE_ACKED, GONE_DELETED, GONE_EXPIRED, GONE_MOVED, Job
-from disque_py.core.waiters import DONE, QWAIT, WAITJOB, Waiter
+from disque_py.node.job import ACKED, GONE_ACKED, GONE_DELETED, GONE_EXPIRED, GONE_MOVED, Job
+from disque_py.node.waiters import DONE, QWAIT, WAITJOB, Waiter
 
 # A WAITJOB's statuses, as they go on the wire.
 STATUS_ACKED = b"acked"

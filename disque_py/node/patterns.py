@@ -25,9 +25,9 @@ from __future__ import annotations
 import bisect
 from collections import OrderedDict
 
-from disque_py.core.waiters import GETJOB, Waiter
+from disque_py.node.waiters import GETJOB, Waiter
 from disque_py.engine import PAUSED_OUT
-from disque_py.globmatch import glob_match
+from disque_py.base.globmatch import glob_match
 
 PATTERN_CACHE_MAX = 1024
 

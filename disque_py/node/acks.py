@@ -21,8 +21,8 @@ the collection below runs for the others.
 
 from __future__ import annotations
 
-from disque_py.cluster import messages as msg
-from disque_py.core.job import (ACKED, FLAG_PROMISED, GC_RETRY_COUNT_MAX, Job, new_job,
+from disque_py.formats import bus as msg
+from disque_py.node.job import (ACKED, FLAG_PROMISED, GC_RETRY_COUNT_MAX, Job, new_job,
                                 ttl_minutes_from_id)
 
 

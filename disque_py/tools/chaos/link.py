@@ -17,7 +17,7 @@ import redis.backoff
 import redis.exceptions
 import redis.retry
 
-from disque_py.chaos.nodes import HOST
+from disque_py.tools.chaos.nodes import HOST
 
 
 class LinkError(Exception):

@@ -1,4 +1,4 @@
-"""The cluster bus codec (cluster/messages.py): every message type survives
+"""The cluster bus codec (formats/bus.py): every message type survives
 encode -> decode unchanged, and decode refuses anything malformed with
 BadFrame and never with any other exception (a peer's garbage must close
 the link, not crash the node)."""
@@ -11,8 +11,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from disque_py.cluster import messages as msg
-from disque_py.cluster.messages import BadFrame
+from disque_py.formats import bus as msg
+from disque_py.formats.bus import BadFrame
 
 SENDER = b"0123456789abcdef0123456789abcdef01234567"
 OTHER = b"fedcba9876543210fedcba9876543210fedcba98"

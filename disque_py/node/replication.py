@@ -19,16 +19,15 @@ same DEDUP key meanwhile follows the first: it gets the same answer.
 
 from __future__ import annotations
 
-from disque_py.cluster import messages as msg
-from disque_py.core.effects import ToPeer
-from disque_py.core.job import (ACKED, ACTIVE, FLAG_BCAST_QUEUED, FLAG_BCAST_WILLQUEUE,
-                                FLAG_CONFIRMED, FLAG_PROMISED, QUEUED,
-                                TIME_ERROR_MS, WAIT_REPL, Job, deserialize_jobs, new_job,
-                                serialize_job)
-from disque_py.core.peers import new_tuple
-from disque_py.core.waiters import DUPLICATE_ADD, JOB_REPLICATION, Waiter
+from disque_py.formats import bus as msg
+from disque_py.base.effects import ToPeer
+from disque_py.node.job import (ACKED, ACTIVE, FLAG_BCAST_QUEUED, FLAG_BCAST_WILLQUEUE,
+                                FLAG_CONFIRMED, FLAG_PROMISED, QUEUED, TIME_ERROR_MS, WAIT_REPL,
+                                Job, deserialize_jobs, new_job, serialize_job)
+from disque_py.node.peers import new_tuple
+from disque_py.node.waiters import DUPLICATE_ADD, JOB_REPLICATION, Waiter
 from disque_py.engine import PAUSED_IN, REMOVED_BEFORE_COPIES
-from disque_py.errors import NoReplError
+from disque_py.base.errors import NoReplError
 
 REPLICATION_RETRY_MS = 50
 RTT_RETRY_FACTOR = 4          # retry once a job waited this many recent round trips

@@ -18,8 +18,8 @@ import os
 import time
 from dataclasses import asdict, dataclass, field
 
-from disque_py.chaos.ledger import Verdict
-from disque_py.chaos.nodes import Crash
+from disque_py.tools.chaos.ledger import Verdict
+from disque_py.tools.chaos.nodes import Crash
 
 SHOWN_LOST = 10
 SHOWN_AFTER_ACK = 5

@@ -19,8 +19,8 @@ import threading
 import time
 from dataclasses import dataclass
 
-from disque_py.chaos.link import Link, LinkError
-from disque_py.chaos.nodes import PAUSED, UP, Node
+from disque_py.tools.chaos.link import Link, LinkError
+from disque_py.tools.chaos.nodes import PAUSED, UP, Node
 
 TICK_S = 0.1
 KILL = "kill"

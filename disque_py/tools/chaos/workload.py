@@ -21,8 +21,8 @@ import threading
 import time
 from dataclasses import dataclass
 
-from disque_py.chaos.ledger import Delivery, Ledger, job_body
-from disque_py.chaos.link import LinkError, Links, NoAnswer, NotSent, Refused
+from disque_py.tools.chaos.ledger import Delivery, Ledger, job_body
+from disque_py.tools.chaos.link import LinkError, Links, NoAnswer, NotSent, Refused
 
 QUEUES = ("chaos-a", "chaos-b", "chaos-c")
 BACKLOG_QUEUE = "chaos-backlog"

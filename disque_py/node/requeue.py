@@ -19,8 +19,8 @@ the others take their copies out of their queues and wait that much more.
 
 from __future__ import annotations
 
-from disque_py.cluster import messages as msg
-from disque_py.core.job import (ACKED, ACTIVE, FLAG_BCAST_WILLQUEUE, QUEUED,
+from disque_py.formats import bus as msg
+from disque_py.node.job import (ACKED, ACTIVE, FLAG_BCAST_WILLQUEUE, QUEUED,
                                 compare_node_ids_by_job)
 
 

@@ -14,7 +14,7 @@
       DISQUE_BIND, DISQUE_DIR, DISQUE_CONFIG, DISQUE_HTTP_PORT and
       DISQUE_HTTP_BIND from the environment.
   disque-py chaos [--nodes N] [--duration S] [--seed N] [--json [FILE]] ...
-      The real-process fault checker (disque_py/chaos/); exit status 1 when
+      The real-process fault checker (disque_py/tools/chaos/); exit status 1 when
       an acknowledged job was lost or a server crashed. --json without FILE
       writes under chaos-reports/, which git ignores.
   disque [redis-cli options] [command ...]
@@ -32,9 +32,10 @@ import sys
 
 import click
 
-from disque_py import DISQUE_VERSION, __version__, log
-from disque_py.cluster_cli import cluster
-from disque_py.errors import ConfigError
+from disque_py import DISQUE_VERSION, __version__
+from disque_py.base import log
+from disque_py.tools.cluster_cli import cluster
+from disque_py.base.errors import ConfigError
 from disque_py.persistence.check import check_aof
 
 USAGE = """Usage: disque-server [/path/to/disque.conf] [options]
@@ -273,7 +274,7 @@ def chaos(json_path, **options) -> None:
     nodes; then restarts everything, drains, and reports lost, delivered and
     duplicated jobs. Exit status 1 on a lost acknowledged job or a server
     crash; every node started is stopped, even on Ctrl-C."""
-    from disque_py.chaos.run import ChaosOptions, run
+    from disque_py.tools.chaos.run import ChaosOptions, run
     try:
         report = run(ChaosOptions(**options), click.echo)
     except RuntimeError as error:
@@ -281,7 +282,7 @@ def chaos(json_path, **options) -> None:
     for line in report.lines():
         click.echo(line)
     if json_path is not None:
-        from disque_py.chaos.report import default_json_path
+        from disque_py.tools.chaos.report import default_json_path
         path = json_path or default_json_path(report.seed)
         if os.path.dirname(path):
             os.makedirs(os.path.dirname(path), exist_ok=True)

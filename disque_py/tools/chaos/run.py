@@ -24,13 +24,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from disque_py.chaos.cluster import Fleet
-from disque_py.chaos.faults import FaultInjector, FaultPlan
-from disque_py.chaos.ledger import Ledger
-from disque_py.chaos.nodes import Crash
-from disque_py.chaos.report import LostJob, Report, verdict_counts
-from disque_py.chaos.workload import (BACKLOG_PRODUCER_BASE, BACKLOG_QUEUE, Consumer, JobSpec,
-                                      Producer)
+from disque_py.tools.chaos.cluster import Fleet
+from disque_py.tools.chaos.faults import FaultInjector, FaultPlan
+from disque_py.tools.chaos.ledger import Ledger
+from disque_py.tools.chaos.nodes import Crash
+from disque_py.tools.chaos.report import LostJob, Report, verdict_counts
+from disque_py.tools.chaos.workload import (BACKLOG_PRODUCER_BASE, BACKLOG_QUEUE, Consumer,
+                                            JobSpec, Producer)
 
 MESH_TIMEOUT_S = 60.0
 RECOVER_TIMEOUT_S = 60.0

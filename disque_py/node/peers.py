@@ -11,8 +11,8 @@ duplicates, reordering, unknown jobs and jobs in any state.
 
 from __future__ import annotations
 
-from disque_py.cluster import messages as msg
-from disque_py.core.effects import ToPeer
+from disque_py.formats import bus as msg
+from disque_py.base.effects import ToPeer
 
 # ToPeer(...) runs namedtuple's __new__, a Python function; the hot paths
 # build the tuple directly: new_tuple(ToPeer, (node_id, kind, item, mflags)).

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 
-from disque_py.core.job import ACKED, FLAG_DELIVERED
+from disque_py.node.job import ACKED, FLAG_DELIVERED
 
 FREE_MEMORY_BUDGET_S = 0.002  # eviction work per refused command, at most
 FREE_MEMORY_MISSES = 10       # give up after this many samples with nothing to evict

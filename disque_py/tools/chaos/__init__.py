@@ -16,6 +16,6 @@ ACKJOB are counted and reported.
   report.py    the report and the exit status
   run.py       the phases of a run; run(ChaosOptions) -> Report
 
-The click command lives in disque_py/cli.py and imports run.py on use, so
+The click command lives in disque_py/tools/cli.py and imports run.py on use, so
 that `disque-server`, which loads the CLI module, does not load redis-py.
 """

@@ -21,7 +21,7 @@ path is the hot one; the extra kinds are tested after the common ones.
 
 from __future__ import annotations
 
-from disque_py.errors import DisqueError
+from disque_py.base.errors import DisqueError
 
 
 class Raw(bytes):

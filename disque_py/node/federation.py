@@ -24,8 +24,8 @@ their lists), so an ACK anywhere reaches the moved copy.
 
 from __future__ import annotations
 
-from disque_py.cluster import messages as msg
-from disque_py.core.job import (ACKED, ACTIVE, FLAG_BCAST_QUEUED, GONE_MOVED, Job,
+from disque_py.formats import bus as msg
+from disque_py.node.job import (ACKED, ACTIVE, FLAG_BCAST_QUEUED, GONE_MOVED, Job,
                                 deserialize_jobs)
 from disque_py.engine import PAUSED_OUT, Queue
 

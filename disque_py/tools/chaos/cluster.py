@@ -13,8 +13,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from disque_py.chaos.link import Link, LinkError
-from disque_py.chaos.nodes import HOST, Node
+from disque_py.tools.chaos.link import Link, LinkError
+from disque_py.tools.chaos.nodes import HOST, Node
 
 QUERY_TIMEOUT_S = 3.0
 MESH_POLL_S = 0.25
