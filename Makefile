@@ -27,7 +27,8 @@ SOAK_SEEDS ?= 10000
 SOAK_JOBS  ?= 2
 
 ENGINE_SOURCES := setup.py disque_py/engine/_sources.py \
-	$(wildcard disque_py/engine/*.pyx disque_py/engine/*.pxd disque_py/engine/*.pxi disque_py/engine/*.h)
+	$(wildcard disque_py/engine/*.pyx disque_py/engine/*.pxd disque_py/engine/*.pxi disque_py/engine/*.h \
+	           disque_py/engine/*/*.pxd disque_py/engine/*/*.pxi)
 BUILD_PACKAGES := gcc libc6-dev python3-dev python3-venv
 
 .PHONY: run build test bench chaos soak build-deps redis-cli-deps system-deps node-deps clean

@@ -138,16 +138,3 @@ class ConfigError(Exception):
         else:
             parts.append(self.message)
         return "\n".join(parts)
-
-
-# Messages shared by several commands, worded as Disque words them.
-SYNTAX_ERROR = "syntax error"
-BADID_MESSAGE = "Invalid Job ID format."
-LEAVING_MESSAGE = "This node is leaving the cluster, please connect to a different one"
-NOAUTH_MESSAGE = "Authentication required."
-OOM_MESSAGE = "command not allowed when used memory > 'maxmemory'."
-LOADING_MESSAGE = "Disque is loading the dataset in memory"
-NOT_INTEGER = "value is not an integer or out of range"
-TIMEOUT_NOT_INTEGER = "timeout is not an integer or out of range"
-TIMEOUT_NEGATIVE = "timeout is negative"
-INVALID_CURSOR = "invalid cursor or option name"

@@ -20,9 +20,10 @@ from __future__ import annotations
 
 from typing import Callable
 
-from disque_py.base.errors import (LOADING_MESSAGE, NOAUTH_MESSAGE, OOM_MESSAGE, CommandError,
-                                   DisqueError, LoadingError, MisconfError, NoAuthError,
-                                   OutOfMemoryError)
+from disque_py.base.errors import (CommandError, DisqueError, LoadingError, MisconfError,
+                                   NoAuthError, OutOfMemoryError)
+from disque_py.base.replies import (AOF_MISCONF, LOADING_MESSAGE, NOAUTH_MESSAGE, OOM_MESSAGE,
+                                    UNKNOWN_COMMAND, WRONG_ARITY)
 from disque_py.commands import acks, admin, cluster, deadletter, diagnostics, jobs, queues, waits
 from disque_py.engine import CommandCore, HOT_COMMANDS
 
@@ -122,7 +123,6 @@ def _disk_refusal(server) -> MisconfError | None:
     return None
 
 
-AOF_MISCONF = "Errors writing to the AOF file: %s"
 
 
 def _refused(session, argv: list[bytes], error: DisqueError) -> DisqueError:
@@ -182,12 +182,12 @@ class CommandTable:
             command = self._by_name.get(name.lower())
             if command is None:
                 return _refused(session, argv, CommandError(
-                    "unknown command '%s'" % name.decode("latin-1")))
+                    UNKNOWN_COMMAND % name.decode("latin-1")))
         arity = command.arity
         argc = len(argv)
         if (arity > 0 and arity != argc) or argc < -arity:
             return _refused(session, argv, CommandError(
-                "wrong number of arguments for '%s' command" % command.name.decode()))
+                WRONG_ARITY % command.name.decode()))
         if server.requirepass and not session.authenticated \
                 and command.handler not in _BEFORE_AUTH:
             return _refused(session, argv, NoAuthError(NOAUTH_MESSAGE))

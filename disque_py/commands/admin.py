@@ -21,21 +21,13 @@ from disque_py.commands.args import c_string, int_or_error, parse_int, parse_tim
 from disque_py.commands.cluster import hello_nodes
 from disque_py.commands.context import NO_REPLY, REPLY_OFF, REPLY_SKIP_NEXT, compiled
 from disque_py.base.disk_faults import FAULT_CODES
-from disque_py.base.errors import (NOAUTH_MESSAGE, SYNTAX_ERROR, CommandError, NoAuthError,
-                                   NoProtoError, WrongPassError)
+from disque_py.base.errors import CommandError, NoAuthError, NoProtoError, WrongPassError
+from disque_py.base.replies import (BAD_CLIENT_NAME, CLIENT_SYNTAX, COMMAND_USAGE,
+                                    CONFIG_SUBCOMMANDS, HELLO_NEEDS_AUTH, INVALID_PASSWORD,
+                                    NO_PASSWORD_SET, NOAUTH_MESSAGE, SYNTAX_ERROR)
 from disque_py.formats.resp import OK, Map, Raw, SetReply, Verbatim
 
 HELLO_FORMAT_VERSION = 1
-NO_PASSWORD_SET = "Client sent AUTH, but no password is set"
-INVALID_PASSWORD = "invalid password"
-BAD_CLIENT_NAME = "Client names cannot contain spaces, newlines or special characters."
-CLIENT_SYNTAX = ("Syntax error, try CLIENT (LIST | KILL ip:port | GETNAME | "
-                 "SETNAME connection-name)")
-CONFIG_SUBCOMMANDS = "CONFIG subcommand must be one of GET, SET, RESETSTAT, REWRITE"
-COMMAND_USAGE = "Unknown subcommand or wrong number of arguments."
-HELLO_NEEDS_AUTH = ("HELLO must be called with the client already authenticated, otherwise "
-                    "the HELLO <proto> AUTH <user> <pass> option can be used to authenticate "
-                    "the client and select the RESP protocol version at the same time")
 SHUTDOWN_MODES = (b"nosave", b"save", b"rewrite-aof")
 _STRTOD = re.compile(rb"\s*[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
 

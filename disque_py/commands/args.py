@@ -15,8 +15,9 @@ import re
 
 # parse_int is strtoll's rule, compiled: the hot commands read numbers with it too.
 from disque_py.engine import is_valid_id, parse_int
-from disque_py.base.errors import (BADID_MESSAGE, INVALID_CURSOR, NOT_INTEGER, SYNTAX_ERROR,
-                                   TIMEOUT_NEGATIVE, TIMEOUT_NOT_INTEGER, BadIdError, CommandError)
+from disque_py.base.errors import BadIdError, CommandError
+from disque_py.base.replies import (BADID_MESSAGE, INVALID_CURSOR, NOT_INTEGER, SYNTAX_ERROR,
+                                    TIMEOUT_NEGATIVE, TIMEOUT_NOT_INTEGER)
 
 _STRTOUL = re.compile(rb"(?:[+-]?[0-9]+)?\Z")
 UINT64_LIMIT = 1 << 64

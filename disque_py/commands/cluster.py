@@ -5,12 +5,11 @@ from __future__ import annotations
 from disque_py.cluster.membership import HANDSHAKE, MYSELF
 from disque_py.formats.bus import NODE_ID_LEN
 from disque_py.commands.args import parse_int
-from disque_py.base.errors import SYNTAX_ERROR, CommandError
+from disque_py.base.errors import CommandError
+from disque_py.base.replies import (CANNOT_FORGET_MYSELF, SYNTAX_ERROR, WRONG_LEAVING_ARG,
+                                    WRONG_SUBCOMMAND)
 from disque_py.formats.resp import OK, Raw, Verbatim
 
-WRONG_SUBCOMMAND = "Wrong CLUSTER subcommand or number of arguments"
-WRONG_LEAVING_ARG = "Wrong argument for CLUSTER LEAVING. Use 'yes' or 'no'"
-CANNOT_FORGET_MYSELF = "I tried hard but I can't forget myself..."
 
 
 def cluster(server, session, argv):

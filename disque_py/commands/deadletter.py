@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from disque_py.commands.args import ArgReader
 from disque_py.base.errors import CommandError
-
-COUNT_POSITIVE = "COUNT must be a number greater than zero"
+from disque_py.base.replies import COUNT_POSITIVE
 
 
 def qrequeue(server, session, argv):

@@ -10,12 +10,11 @@ error; an unknown event has an empty HISTORY but no GRAPH.
 from __future__ import annotations
 
 from disque_py.commands.args import int_or_error
-from disque_py.base.errors import SYNTAX_ERROR, CommandError
+from disque_py.base.errors import CommandError
+from disque_py.base.replies import NO_SAMPLES, SLOWLOG_USAGE, SYNTAX_ERROR
 from disque_py.formats.resp import OK, Verbatim
 from disque_py.monitoring import latency_report
 
-SLOWLOG_USAGE = "Unknown SLOWLOG subcommand or wrong # of args. Try GET, RESET, LEN."
-NO_SAMPLES = "No samples available for event '%s'"
 SLOWLOG_DEFAULT_COUNT = 10
 
 

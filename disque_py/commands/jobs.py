@@ -8,12 +8,11 @@ from __future__ import annotations
 
 from disque_py.commands.args import ArgReader, check_job_ids, job_ids, parse_scan_options
 from disque_py.commands.context import compiled
-from disque_py.node.job import STATE_BY_NAME, STATE_NAMES, Job, JobOptions
+from disque_py.engine import STATE_BY_NAME, STATE_NAMES, Job, JobOptions
 from disque_py.base.errors import CommandError
 from disque_py.formats.resp import Raw
+from disque_py.base.replies import INVALID_REPLY_TYPE, INVALID_STATE
 
-INVALID_STATE = "Invalid job state name"
-INVALID_REPLY_TYPE = "Invalid REPLY type, try ID or ALL"
 
 # ADDJOB queue job ms-timeout [REPLICATE n] [DELAY s] [RETRY s] [TTL s] [MAXLEN n] [ASYNC]
 #        [BACKOFF base-ms max-ms] [MAXDELIVERIES n [DEADLETTER queue]] [PRIORITY n]

@@ -11,7 +11,8 @@ from disque_py.commands.context import compiled
 from disque_py.commands.waits import render_completion
 from disque_py.node.waiters import COMPLETION_WAITS, GETJOB, TIMED_OUT
 from disque_py.engine import PAUSED_ALL, PAUSED_IN, PAUSED_OUT, PAUSE_STATE_NAMES, render_jobs
-from disque_py.base.errors import SYNTAX_ERROR, CommandError
+from disque_py.base.errors import CommandError
+from disque_py.base.replies import SYNTAX_ERROR
 from disque_py.formats.resp import EMPTY_ARRAY, NULL_ARRAY, Raw
 
 PAUSE_OPTIONS = {b"in": PAUSED_IN, b"out": PAUSED_OUT, b"all": PAUSED_ALL}

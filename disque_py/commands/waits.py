@@ -12,7 +12,8 @@ from __future__ import annotations
 from disque_py.commands.args import check_job_ids, parse_timeout
 from disque_py.commands.context import Park
 from disque_py.node.waiters import DONE, WAITJOB
-from disque_py.base.errors import SYNTAX_ERROR, CommandError
+from disque_py.base.errors import CommandError
+from disque_py.base.replies import SYNTAX_ERROR
 
 TIMEOUT_OPTION = b"timeout"
 QUEUE_EMPTIED = 1              # QWAIT: no open job left on the queue

@@ -1,10 +1,18 @@
-"""The compiled engine: the job model in C-typed Cython classes.
+"""The engine layer: the compiled job model, one node's job lifecycle and
+the hot command loop (Cython, in _core), and their Python face.
 
-Imported from here, never from `_core` directly: this is where a build
-that no longer matches its sources is refused, loudly, instead of running
-yesterday's code (an edited .pyx needs `make build`, or `pip install -e .`).
-Where the sources are not shipped beside the extension (a wheel), there is
-nothing to compare and nothing is checked.
+Everything of the engine is imported from here, never from `_core`
+directly: this is where a build that no longer matches its sources is
+refused, loudly, instead of running yesterday's code (an edited .pyx, .pxd
+or .pxi needs `make build`, or `pip install -e .`). Where the sources are
+not shipped beside the extension (a wheel), nothing is checked.
+
+The engine imports only the layers below it (disque_py.base and
+disque_py.formats) and calls the layers above only through its declared
+hooks: NodeHooks (node/hooks.pxd) and the cpdef hooks of ServerCore and
+ConnectionBase (net/server.pxd, net/conn.pxd). Its constants are declared
+once, as `cpdef enum`s in the .pxd of the part that owns them, and are
+Python ints here.
 """
 
 from __future__ import annotations
@@ -26,27 +34,33 @@ def _check_build_matches_sources() -> None:
 
 _check_build_matches_sources()
 
-from disque_py.engine._core import (CONSTANTS, HOT_COMMANDS, PAUSE_STATE_NAMES,  # noqa: E402
-                                    REMOVED_BEFORE_COPIES, STATE_NAMES, AwakeSchedule,
-                                    DEAD_REASON_NAMES, DEFAULT_DEDUP_MAX_KEYS, CommandCore,
-                                    ConnectionBase, DedupTable, IdGenerator, Job, JobOptions,
-                                    JobQueue,
-                                    JobTable, NodeCore, Queue, RequestParser, ServerCore,
-                                    SessionCore, StatsCore, is_at_most_once_id, is_valid_id,
-                                    job_options, new_job, pack_job, parse_int, parse_strict_int,
-                                    render_jobs, run_hot, serialize_job, siphash13_of,
-                                    unpack_job)
+# The types and functions, by part.
+from disque_py.engine._core import (AwakeSchedule, DedupTable, IdGenerator, Job, JobExtra,
+                                    JobOptions, JobQueue, JobTable, Queue, is_valid_id,
+                                    job_options, new_job, pack_job, serialize_job, siphash13_of,
+                                    unpack_job, DEAD_REASON_NAMES, DEFAULT_DEDUP_MAX_KEYS,
+                                    PAUSE_STATE_NAMES, STATE_NAMES, HookNotWired, NodeCore,
+                                    NodeHooks, is_at_most_once_id, ttl_minutes_from_id,
+                                    CommandCore, ConnectionBase, RequestParser, ServerCore,
+                                    SessionCore, StatsCore, parse_int, parse_strict_int,
+                                    render_jobs, run_hot, HOT_COMMANDS)  # noqa: E402
+# The constants (cpdef enums), by part.
+from disque_py.engine._core import (JOB_ID_LEN, NODE_ID_LEN, WAIT_REPL, ACTIVE, QUEUED, ACKED,
+                                    FLAG_BCAST_QUEUED, FLAG_BCAST_WILLQUEUE, FLAG_DELIVERED,
+                                    FLAG_COUNTED, FLAG_BACKED_OFF, FLAG_PROMISED, FLAG_CONFIRMED,
+                                    LOCAL_FLAGS, DEAD_NONE, DEAD_MAX_DELIVERIES, DEFAULT_PRIORITY,
+                                    MAX_PRIORITY, TABLE_PARTITIONS, BUCKET_MS, PAUSED_IN,
+                                    PAUSED_OUT, PAUSED_ALL, DEDUP_MEMORY_OVERHEAD,
+                                    WILLQUEUE_ADVANCE_MS, TIME_ERROR_MS, DEFAULT_TTL_S,
+                                    DEFAULT_RETRY_MAX_S, MAX_DEFAULT_REPLICATION,
+                                    GC_RETRY_MIN_PERIOD_MS, GC_RETRY_MAX_PERIOD_MS,
+                                    GC_RETRY_COUNT_MAX, GC_JITTER_MS, GONE_ACKED, GONE_DELETED,
+                                    GONE_EXPIRED, GONE_MOVED, JOB_MEMORY_OVERHEAD,
+                                    QUEUE_MEMORY_OVERHEAD, INLINE_MAX_SIZE, MULTIBULK_MAX_COUNT,
+                                    BULK_MAX_LENGTH)  # noqa: E402
+from disque_py.engine.records import (DEDUP_KEY_FIELD, DEDUP_QUEUE_FIELD, DEDUP_UNTIL_FIELD,
+                                      JobRecord, deserialize_job, deserialize_jobs,
+                                      serialize_record)  # noqa: E402
 
-BUCKET_MS = CONSTANTS["BUCKET_MS"]      # the awake schedule's resolution
-PAUSED_IN = CONSTANTS["PAUSED_IN"]      # queue pause flags
-PAUSED_OUT = CONSTANTS["PAUSED_OUT"]
-PAUSED_ALL = CONSTANTS["PAUSED_ALL"]
-
-__all__ = ["BUCKET_MS", "CONSTANTS", "HOT_COMMANDS", "PAUSED_ALL", "PAUSED_IN", "PAUSED_OUT",
-           "PAUSE_STATE_NAMES", "REMOVED_BEFORE_COPIES", "STATE_NAMES", "AwakeSchedule",
-           "CommandCore", "ConnectionBase", "DEAD_REASON_NAMES", "IdGenerator", "Job",
-           "JobOptions", "JobQueue", "JobTable",
-           "NodeCore", "Queue", "RequestParser", "ServerCore", "SessionCore", "StatsCore",
-           "is_at_most_once_id", "is_valid_id", "new_job", "pack_job", "parse_int",
-           "parse_strict_int", "render_jobs", "run_hot", "serialize_job", "siphash13_of",
-           "unpack_job"]
+# A job state's number, by the name SHOW and JSCAN STATE use.
+STATE_BY_NAME = {name: number for number, name in enumerate(STATE_NAMES)}

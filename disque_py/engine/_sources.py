@@ -16,14 +16,16 @@ SOURCE_SUFFIXES = (".pyx", ".pxd", ".pxi", ".h")
 
 
 def source_files(directory: Path = ENGINE_DIR) -> list[Path]:
-    return sorted(path for path in directory.iterdir() if path.suffix in SOURCE_SUFFIXES)
+    """The engine's sources, its part folders (model/, node/, net/) included."""
+    return sorted(path for path in directory.rglob("*")
+                  if path.suffix in SOURCE_SUFFIXES and "build" not in path.parts)
 
 
 def source_hash(directory: Path = ENGINE_DIR) -> str:
     """sha256 over the engine's source files' names and contents."""
     digest = hashlib.sha256()
     for path in source_files(directory):
-        digest.update(path.name.encode())
+        digest.update(path.relative_to(directory).as_posix().encode())
         digest.update(b"\0")
         digest.update(path.read_bytes())
         digest.update(b"\0")

@@ -22,21 +22,10 @@ the collection below runs for the others.
 from __future__ import annotations
 
 from disque_py.formats import bus as msg
-from disque_py.node.job import (ACKED, FLAG_PROMISED, GC_RETRY_COUNT_MAX, Job, new_job,
-                                ttl_minutes_from_id)
+from disque_py.engine import ACKED, FLAG_PROMISED, GC_RETRY_COUNT_MAX, Job
 
 
 class AcksMixin:
-    # ------------------------------------------------------------ state
-
-    def _dummy_ack(self, job_id: bytes) -> Job:
-        now_s = self.clock.now_ms() // 1000
-        job = new_job(job_id, None, None, ACKED, 0, 0, 0, 0,
-                      now_s + ttl_minutes_from_id(job_id) * 60, ())
-        self.register(job)
-        self.update_awake(job, self._next_gc_time(0))
-        return job
-
     def try_gc(self, job: Job, from_timer: bool = False) -> None:
         """Delete an acked job once every node that may have it confirmed;
         otherwise (re)send SETACK to those that have not. The next attempt

@@ -12,10 +12,10 @@ anyone until the pause is lifted.
 from __future__ import annotations
 
 from disque_py.formats import bus as msg
-from disque_py.node.waiters import (COMPLETION_WAITS, DUPLICATE_ADD, GETJOB, JOB_REPLICATION,
-                                    Waiter)
+from disque_py.node.waiters import COMPLETION_WAITS, DUPLICATE_ADD, GETJOB, JOB_REPLICATION, Waiter
 from disque_py.engine import PAUSED_ALL, PAUSED_OUT
-from disque_py.base.errors import LEAVING_MESSAGE, LeavingError
+from disque_py.base.errors import LeavingError
+from disque_py.base.replies import LEAVING_MESSAGE
 
 
 class ConsumerMixin:

@@ -25,9 +25,8 @@ their lists), so an ACK anywhere reaches the moved copy.
 from __future__ import annotations
 
 from disque_py.formats import bus as msg
-from disque_py.node.job import (ACKED, ACTIVE, FLAG_BCAST_QUEUED, GONE_MOVED, Job,
-                                deserialize_jobs)
-from disque_py.engine import PAUSED_OUT, Queue
+from disque_py.engine import (ACKED, ACTIVE, FLAG_BCAST_QUEUED, GONE_MOVED, PAUSED_OUT, Job, Queue,
+                              deserialize_jobs)
 
 NEEDJOBS_MIN_REQUEST = 5
 NEEDJOBS_MAX_REQUEST = 100

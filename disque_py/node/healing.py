@@ -96,7 +96,7 @@ import heapq
 import zlib
 
 from disque_py.formats.bus import MSG_PROMISED, MSG_RESENT
-from disque_py.node.job import ACKED, WAIT_REPL, Job
+from disque_py.engine import ACKED, WAIT_REPL, Job
 
 HEAL_PERIOD_MS = 100              # how often healing runs while it has work
 HEAL_SCAN_JOBS = 20_000           # jobs the pass looks at per period

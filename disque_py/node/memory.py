@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 
-from disque_py.node.job import ACKED, FLAG_DELIVERED
+from disque_py.engine import ACKED, FLAG_DELIVERED
 
 FREE_MEMORY_BUDGET_S = 0.002  # eviction work per refused command, at most
 FREE_MEMORY_MISSES = 10       # give up after this many samples with nothing to evict
@@ -34,7 +34,7 @@ class MemoryPolicyMixin:
         deadline = time.perf_counter() + FREE_MEMORY_BUDGET_S
         jobs = self.jobs
         partitions = jobs.partition_count
-        index = self._rng.randrange(partitions)
+        index = self.rng.randrange(partitions)
         misses = visited = 0
         # A walk from a random partition samples jobs the way Disque's random
         # key does, without landing on empty partitions when jobs are few.

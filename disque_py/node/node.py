@@ -25,9 +25,8 @@ from disque_py.node.consumer import ConsumerMixin
 from disque_py.base.effects import Unblock
 from disque_py.node.federation import FederationMixin, FederationStats
 from disque_py.node.healing import HealingMixin
-from disque_py.node.job import (ACKED, ACTIVE, DEDUP_KEY_FIELD, DEDUP_QUEUE_FIELD,
-                                DEDUP_UNTIL_FIELD, FLAG_BCAST_WILLQUEUE, GONE_EXPIRED, QUEUED,
-                                QUEUE_MEMORY_OVERHEAD, WILLQUEUE_ADVANCE_MS, Job, JobExtra)
+from disque_py.engine import (ACKED, ACTIVE, DEDUP_KEY_FIELD, DEDUP_QUEUE_FIELD, DEDUP_UNTIL_FIELD, FLAG_BCAST_WILLQUEUE, GONE_EXPIRED, PAUSED_IN, QUEUED, QUEUE_MEMORY_OVERHEAD, WILLQUEUE_ADVANCE_MS, Job, JobTable, NodeCore, NodeHooks, job_options)
+from disque_py.base.replies import (REMOVED_BEFORE_COPIES)
 from disque_py.node.peers import PeersMixin, new_tuple
 from disque_py.node.memory import MemoryPolicyMixin
 from disque_py.node.patterns import PatternConsumerMixin
@@ -36,7 +35,6 @@ from disque_py.node.requeue import RequeueMixin
 from disque_py.base.scantable import ScanTable
 from disque_py.node.waiters import DUPLICATE_ADD, JOB_REPLICATION, TIMED_OUT, Deadlines
 from disque_py.node.waits import WaitsMixin
-from disque_py.engine import PAUSED_IN, REMOVED_BEFORE_COPIES, JobTable, NodeCore, job_options
 from disque_py.base.errors import NoReplError
 
 QUEUE_MAX_IDLE_S = 5 * 60
@@ -52,8 +50,13 @@ class Node(NodeCore, MemoryPolicyMixin, ConsumerMixin, PatternConsumerMixin, Ack
                  id_seed: bytes | None = None) -> None:
         clock = clock or Clock()
         self.init_core(node_id, clock, id_seed, ScanTable(QUEUE_TABLE_PARTITIONS))
-        self._rng = clock.random
         self.deadlines = Deadlines()
+        self.replicating: dict = {}               # jobs whose producer awaits copies
+        self.waiting_queues: dict = {}            # queues with parked consumers
+        self.blocked_clients = 0
+        self.job_waits: dict = {}                 # WAITJOB: job ID -> its waiters
+        self.queue_waits: dict = {}               # QWAIT: queue name -> its wait
+        self.pattern_waiters: dict | None = None  # parked GETJOB PATTERNs
         self.maxmemory = DEFAULT_MAXMEMORY
         self._evict_cursor = 0
         self._graveyard: list = []               # flushed job tables, freed in slices
@@ -65,21 +68,19 @@ class Node(NodeCore, MemoryPolicyMixin, ConsumerMixin, PatternConsumerMixin, Ack
         self._needjobs_cron = 0
         self.init_healing()
         self.index_node_ids()
+        self.hooks = NodeHooks(
+            wait_for_copies=self.wait_for_copies, replication_achieved=self.replication_achieved,
+            abandon_replication=self.abandon_replication,
+            follow_replication=self.follow_replication, confirm_copies=self.confirm_copies,
+            promise_progress=self.promise_progress, try_gc=self.try_gc,
+            serve_ready=self.serve_ready, block=self.block, block_pattern=self.block_pattern,
+            pattern_queues=self.pattern_queues, pattern_served=self.pattern_served,
+            need_jobs=self.need_jobs, job_live=self.on_job_live, job_done=self.on_job_done,
+            job_moved=self.waits_queue_moved, free_memory=self.free_memory)
 
     def set_node_id(self, node_id: bytes, id_seed: bytes | None = None) -> None:
         self.set_identity(node_id, id_seed)
         self.index_node_ids()
-
-    def more(self, job: Job) -> JobExtra:
-        """The extra state of a job being replicated or collected (created
-        on first use, dropped when the job leaves this node)."""
-        extra = self.extras.get(job)
-        if extra is None:
-            extra = self.extras[job] = JobExtra()
-        return extra
-
-    def extra_of(self, job: Job) -> JobExtra | None:
-        return self.extras.get(job)
 
     def load_job(self, record, enqueue: bool) -> bool:
         """A job from the AOF: back as active (re-queued by its retry timer),

@@ -72,6 +72,7 @@ class PatternConsumerMixin:
         waiter.withcounters = withcounters
         if self.pattern_waiters is None:
             self.pattern_waiters = {}
+            self.pattern_waiting = True
         self.pattern_waiters[waiter] = None
         self.start_waiting(waiter)
         return waiter
@@ -82,6 +83,7 @@ class PatternConsumerMixin:
             waiters.pop(waiter, None)
             if not waiters:
                 self.pattern_waiters = None
+                self.pattern_waiting = False
 
     def serve_patterns(self, q) -> None:
         """A job was queued on `q`: one each to the oldest pattern consumers

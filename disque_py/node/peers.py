@@ -46,17 +46,6 @@ class PeersMixin:
         node_ids = self.node_ids = {node_id: node_id for node_id in self.known_peers}
         node_ids[self.id] = self.id
 
-    def send(self, node_id: bytes, kind: int, item, mflags: int = 0) -> None:
-        self.effects.append(new_tuple(ToPeer, (node_id, kind, item, mflags)))
-
-    def send_to(self, nodes, kind: int, item, mflags: int = 0) -> None:
-        """To every node listed, except this one."""
-        me = self.id
-        append = self.effects.append
-        for node_id in nodes:
-            if node_id != me:
-                append(new_tuple(ToPeer, (node_id, kind, item, mflags)))
-
     def on_peer_message(self, sender: bytes, kind: int, mflags: int, body) -> None:
         """A job-protocol message from a known node."""
         handler = self._PEER_HANDLERS.get(kind)

@@ -21,18 +21,15 @@ from __future__ import annotations
 
 from disque_py.formats import bus as msg
 from disque_py.base.effects import ToPeer
-from disque_py.node.job import (ACKED, ACTIVE, FLAG_BCAST_QUEUED, FLAG_BCAST_WILLQUEUE,
-                                FLAG_CONFIRMED, FLAG_PROMISED, QUEUED, TIME_ERROR_MS, WAIT_REPL,
-                                Job, deserialize_jobs, new_job, serialize_job)
+from disque_py.engine import (ACKED, ACTIVE, FLAG_BCAST_QUEUED, FLAG_BCAST_WILLQUEUE, FLAG_CONFIRMED, FLAG_PROMISED, PAUSED_IN, QUEUED, TIME_ERROR_MS, WAIT_REPL, Job, deserialize_jobs, new_job, serialize_job)
+from disque_py.base.replies import (REMOVED_BEFORE_COPIES)
 from disque_py.node.peers import new_tuple
 from disque_py.node.waiters import DUPLICATE_ADD, JOB_REPLICATION, Waiter
-from disque_py.engine import PAUSED_IN, REMOVED_BEFORE_COPIES
 from disque_py.base.errors import NoReplError
+from disque_py.base.replies import FIRST_ADD_GONE, TIMEOUT_BEFORE_COPIES
 
 REPLICATION_RETRY_MS = 50
 RTT_RETRY_FACTOR = 4          # retry once a job waited this many recent round trips
-TIMEOUT_BEFORE_COPIES = "Timeout reached before replicating to the requested number of nodes"
-FIRST_ADD_GONE = "The first ADDJOB with this DEDUP key was cancelled before its copies were made"
 
 
 class ReplicationMixin:
@@ -85,7 +82,7 @@ class ReplicationMixin:
             self.log_dedup(job)             # no copy here: its key's own record
             holders = sorted(extra.confirmed or ())
             if holders:
-                self.send(self._rng.choice(holders), msg.ENQUEUE, (job.id, job.delay))
+                self.send(self.rng.choice(holders), msg.ENQUEUE, (job.id, job.delay))
             self.unregister(job)
             return False
         extra.confirmed = None

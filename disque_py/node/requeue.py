@@ -20,14 +20,10 @@ the others take their copies out of their queues and wait that much more.
 from __future__ import annotations
 
 from disque_py.formats import bus as msg
-from disque_py.node.job import (ACKED, ACTIVE, FLAG_BCAST_WILLQUEUE, QUEUED,
-                                compare_node_ids_by_job)
+from disque_py.engine import ACKED, ACTIVE, FLAG_BCAST_WILLQUEUE, QUEUED
 
 
 class RequeueMixin:
-    def announce_queued(self, job, mflags: int, delay_ms: int) -> None:
-        self.send_to(job.delivered, msg.QUEUED, (job.id, delay_ms), mflags)
-
     def requeue_dead(self, dead_queue: bytes, to_queue: bytes | None, count: int) -> int:
         """QREQUEUE: dead jobs back to work here; their other holders get
         the revised job (REPLJOB with MSG_REVISED) and follow."""
@@ -42,9 +38,6 @@ class RequeueMixin:
 
     def announce_willqueue(self, job) -> None:
         self.send_to(job.delivered, msg.WILLQUEUE, (job.id, 0))
-
-    def announce_working(self, job) -> None:
-        self.send_to(job.delivered, msg.WORKING, (job.id, 0))
 
     def on_queued(self, sender: bytes, mflags: int, job_id: bytes, aux: int) -> None:
         self._postpone(sender, mflags, job_id, working=False, delay_ms=aux)
@@ -85,3 +78,14 @@ class RequeueMixin:
                 self.send_to(job.delivered, msg.QUEUED, (job.id, 0))
         elif job.state == ACKED:
             self.send_setack(sender, job)
+
+
+def compare_node_ids_by_job(node_a: bytes, node_b: bytes, job_id: bytes) -> int:
+    """Which of two nodes wins a re-queue race for this job (>0: node_a).
+
+    Node IDs are mixed with the job's random part first, so the same node
+    does not always win: the comparison depends on the job."""
+    mix = job_id[11:35]
+    a = bytes(x ^ mix[i % 24] for i, x in enumerate(node_a))
+    b = bytes(x ^ mix[i % 24] for i, x in enumerate(node_b))
+    return (a > b) - (a < b)

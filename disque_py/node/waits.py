@@ -35,7 +35,7 @@ Rules kept:
 
 from __future__ import annotations
 
-from disque_py.node.job import ACKED, GONE_ACKED, GONE_DELETED, GONE_EXPIRED, GONE_MOVED, Job
+from disque_py.engine import ACKED, GONE_ACKED, GONE_DELETED, GONE_EXPIRED, GONE_MOVED, Job
 from disque_py.node.waiters import DONE, QWAIT, WAITJOB, Waiter
 
 # A WAITJOB's statuses, as they go on the wire.
@@ -107,6 +107,7 @@ class WaitsMixin:
         job_waits = self.job_waits
         for job_id in positions:
             job_waits.setdefault(job_id, {})[waiter] = None
+        self.watch_jobs = True
         self.start_waiting(waiter)
         return statuses, waiter
 
@@ -116,6 +117,7 @@ class WaitsMixin:
         waiters = self.job_waits.pop(job_id, None)
         if waiters is None:
             return
+        self.watch_jobs = bool(self.job_waits)
         for waiter in waiters:
             statuses = waiter.statuses
             for index in waiter.positions.pop(job_id):
@@ -133,6 +135,7 @@ class WaitsMixin:
             if not open_jobs:
                 return None
             count = self.queue_waits[name] = OpenCount(open_jobs)
+            self.watch_queues = True
         waiter = QueueWaiter(client, deadline_ms, name)
         count.waiters[waiter] = None
         self.start_waiting(waiter)
@@ -189,12 +192,14 @@ class WaitsMixin:
                     waiters.pop(waiter, None)
                     if not waiters:
                         del job_waits[job_id]
+            self.watch_jobs = bool(job_waits)
             return
         count = self.queue_waits.get(waiter.queue)
         if count is not None:
             count.waiters.pop(waiter, None)
             if not count.waiters:
                 del self.queue_waits[waiter.queue]
+                self.watch_queues = bool(self.queue_waits)
 
     def release_completion_waits_flushed(self) -> None:
         """DEBUG FLUSHALL deleted every job: every WAITJOB position still

@@ -34,7 +34,7 @@ from __future__ import annotations
 import zlib
 from typing import Iterator, NamedTuple
 
-from disque_py.node.job import serialize_record
+from disque_py.engine import serialize_record
 from disque_py.persistence import disque_aof
 
 HEADER_COMMAND = b"DQPAOF"

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import struct
 
-from disque_py.node.job import ACKED, NODE_ID_LEN, JobRecord, is_valid_id
+from disque_py.engine import ACKED, NODE_ID_LEN, JobRecord, is_valid_id
 
 LOADJOB = b"LOADJOB"
 DELJOB = b"DELJOB"

@@ -28,7 +28,7 @@ import os
 import time
 
 from disque_py.base import log
-from disque_py.node.job import ACTIVE, QUEUED, serialize_job
+from disque_py.engine import ACTIVE, QUEUED, serialize_job
 from disque_py.monitoring.latency import AOF_RENAME, AOF_REWRITE_DIFF_WRITE
 from disque_py.persistence import aof_format
 from disque_py.persistence.aof import OFF, REWRITE_SLICE_JOBS

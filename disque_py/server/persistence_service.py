@@ -40,15 +40,15 @@ import time
 
 from disque_py.base import log
 from disque_py.base.effects import AofDedup
-from disque_py.node.job import deserialize_job
+from disque_py.engine import deserialize_job
 from disque_py.base.errors import CommandError
 from disque_py.persistence import aof_format
 from disque_py.persistence.aof import OFF, ON, WAIT_REWRITE, AofWriter
 from disque_py.persistence.progress import ProgressMeter
 from disque_py.persistence.rewrite import Rewrite, remove_leftovers
 from disque_py.server.state import AOF_OFF_INFO
+from disque_py.base.replies import LOADJOB_ONLY_FROM_AOF
 
-LOADJOB_ONLY_FROM_AOF = "LOADJOB is a special command only processed from AOF"
 DISQUE_BACKUP_SUFFIX = ".disque-1.0"   # where a converted Disque AOF is kept
 _DEDUP_RECORDS = (aof_format.DEDUP, aof_format.UNDEDUP)
 LOAD_SLICE_RECORDS = 1000      # records replayed between two turns of the loop, as Disque

@@ -3,7 +3,7 @@
 An asyncio.Protocol over a compiled base (engine/conn.pxi): the base's
 data_received reads the bytes into the request parser and runs the hot
 commands itself while the connection is in the plain state; everything
-else comes here, to _received, which runs every command that arrived in
+else comes here, to run_commands, which runs every command that arrived in
 one read and answers them with one write (a pipelined read's at the end
 of the loop turn: the base's write_out, engine/conn.pxi says why). The
 rules it keeps:
@@ -29,7 +29,7 @@ rules it keeps:
     so a command that is not slow costs a clock read, two additions and a
     comparison. The fast path times its commands the same way.
   * Fairness: after a large read the connection stops reading until the
-    next loop turn (_yield_loop), so a client flooding a pipeline takes its
+    next loop turn (yield_loop), so a client flooding a pipeline takes its
     turn with the others instead of holding the loop for many reads.
   * Refusals: past maxclients, or a non-local client under protected mode
     (server/protected_mode.py), the connection gets one error and is hung
@@ -59,14 +59,14 @@ QUIT_OK = Raw(b"+OK\r\n")
 
 
 class ClientConnection(ConnectionBase, asyncio.Protocol):
-    # In the compiled base: runtime, server, session, transport, reader (the
+    # In the compiled base: server, session, transport, reader (the
     # request parser), pending (commands waiting behind a parked one, or
     # None), pending_error, _order (replies behind a parked command:
     # [bytes|None], or None), _held (replies waiting for an AOF fsync, or
     # None), closing, draining (closing once the replies held for the AOF
     # have left), _running (inside _run: replies not written yet), _out
     # (replies kept for the end of the loop turn).
-    __slots__ = ("_reading_paused_for_output", "_reading_paused_for_pending",
+    __slots__ = ("runtime", "_reading_paused_for_output", "_reading_paused_for_pending",
                  "_resume_scheduled", "_overlapping", "_yielding")
 
     def __init__(self, runtime) -> None:
@@ -124,11 +124,17 @@ class ClientConnection(ConnectionBase, asyncio.Protocol):
         self.server.paused_conns.discard(self)
         self.pending = None
         self.transport = None
-        self.runtime.after_commands()
+        self.after_commands()
 
     # ---------------------------------------------------------------- input
 
-    def _received(self, commands: list, now: float, prefix: bytes | None) -> None:
+    # ------------------------------------------- the engine's hooks (conn.pxd)
+
+    def after_commands(self) -> None:
+        """The effects of the commands just run, carried out by the runtime."""
+        self.runtime.after_commands()
+
+    def run_commands(self, commands: list, now: float, prefix: bytes | None) -> None:
         """The commands of a read the fast path did not run (the base's
         data_received), after `prefix`: the replies of those it did."""
         server = self.server
@@ -149,7 +155,7 @@ class ClientConnection(ConnectionBase, asyncio.Protocol):
         if self.reader.error is not None and self.pending is None:
             self._fail(self.reader.error)
 
-    def _yield_loop(self) -> None:
+    def yield_loop(self) -> None:
         """Stop reading until the next loop turn: the other clients' reads
         of this turn run first."""
         if self._yielding or self._reading_paused_for_output or \
@@ -234,20 +240,20 @@ class ClientConnection(ConnectionBase, asyncio.Protocol):
             out = []
         self._running = True
         try:
-            self.runtime.after_commands()  # effects first: AOF records, other clients
+            self.after_commands()  # effects first: AOF records, other clients
         finally:
             self._running = False
         if out:
             self.deliver(b"".join(out), total > 1 or prefix is not None)
         elif self._order:
-            self._flush_order()
+            self.flush_order()
         if close_after or session.kill_requested:
-            self._close_after_replies()
+            self.close_after_replies()
 
     def park(self, waiter, overlaps: bool, ready: bytes | None) -> None:
         """The fast path parked a command (after `ready`, the replies of the
         commands before it): what the client sends next waits in `pending`,
-        except the ADDJOBs right behind an overlapping one (_received)."""
+        except the ADDJOBs right behind an overlapping one (run_commands)."""
         self._hold_place(waiter, [ready] if ready else [])
         self.pending = deque()
         self._overlapping = overlaps
@@ -280,7 +286,7 @@ class ClientConnection(ConnectionBase, asyncio.Protocol):
         if self.closing:
             return
         if not self._running:
-            self._flush_order()
+            self.flush_order()
         if self.session.waiting or self._resume_scheduled:
             return
         pending = self.pending
@@ -304,7 +310,7 @@ class ClientConnection(ConnectionBase, asyncio.Protocol):
             server.unpause_timer = asyncio.get_running_loop().call_later(
                 server.paused_until - server.monotonic(), _unpause, server)
 
-    def _flush_order(self) -> None:
+    def flush_order(self) -> None:
         order = self._order
         ready = []
         while order and order[0][0] is not None:
@@ -336,7 +342,7 @@ class ClientConnection(ConnectionBase, asyncio.Protocol):
 
     def _fail(self, error) -> None:
         self.deliver(error.wire())
-        self._close_after_replies()
+        self.close_after_replies()
 
     def _close(self) -> None:
         if not self.closing or self.draining:
@@ -346,7 +352,7 @@ class ClientConnection(ConnectionBase, asyncio.Protocol):
                 self.flush_out()           # the replies kept for the turn's end
                 self.transport.close()
 
-    def _close_after_replies(self) -> None:
+    def close_after_replies(self) -> None:
         """Close once every reply owed has left (QUIT, a protocol error, a
         client that killed itself), as Disque does: those still held for
         the AOF (deliver) go first. Meanwhile nothing more is read or run

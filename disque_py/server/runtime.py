@@ -50,12 +50,13 @@ from disque_py.base.errors import CommandError
 from disque_py.server.cluster_service import ClusterService, load_identity
 from disque_py.monitoring.latency import JOBS_PROCESSING
 from disque_py.persistence.aof import ON as AOF_ON
-from disque_py.server.persistence_service import (LoadStopped, PersistenceService, StartupError)
+from disque_py.server.persistence_service import LoadStopped, PersistenceService, StartupError
 from disque_py.server import tls
 from disque_py.server.protocol import ClientConnection
 from disque_py.server.tls_connection import TlsClientProtocol
 from disque_py.server.state import ServerState
 from disque_py.web.endpoint import HttpEndpoint
+from disque_py.base.replies import SHUTDOWN_FAILED
 
 TIMER_MAX_SLEEP_MS = 10
 # Messages telling peers what this node's AOF must already hold: its copy
@@ -63,7 +64,6 @@ TIMER_MAX_SLEEP_MS = 10
 # copy is acked and may go (DELJOB; also sent best effort by FASTACK and
 # abandoned ADDJOBs, which lose nothing by waiting). See confirm().
 CONFIRMATIONS = (GOTJOB, GOTACK, DELJOB)
-SHUTDOWN_FAILED = "Errors trying to SHUTDOWN. Check logs."
 TIMER_MIN_SLEEP_MS = 1
 
 

@@ -152,6 +152,7 @@ class ServerState(ServerCore):
         self.extra_info_sections: dict = {}          # later layers add INFO sections
         self.cluster = None                          # the ClusterService, when running
         self.persistence = None                      # the PersistenceService, when running
+        self.call_soon = None                        # the event loop's, once it runs
         self.kills: list[Session] = []               # clients CLIENT KILL asked to close
         # CLIENT PAUSE: no client command runs before this (time.monotonic());
         # the connections that stopped for it and the timer that wakes them
@@ -165,6 +166,20 @@ class ServerState(ServerCore):
         self.timer_lateness = DurationHistogram()   # the runtime's job timer (/metrics)
         self.slow_after = NEVER_SLOW     # seconds: commands this long reach command_took
         self._watch_diagnostics(config)
+
+    # ------------------------------------------- the engine's hooks (server.pxd)
+
+    def schedule_flush(self) -> None:
+        """The turn's replies leave once every socket ready was read (no
+        loop yet, as in a unit test: at once)."""
+        if self.call_soon is None:
+            self.flush_replies()
+        else:
+            self.call_soon(self.flush_replies)
+
+    def aof_accepts(self) -> bool:
+        persistence = self.persistence
+        return persistence is None or persistence.accepting
 
     def free_memory(self) -> bool:
         """The node's eviction pass, timed as Disque's eviction-cycle event."""

@@ -15,7 +15,7 @@ import os
 import time
 from pathlib import Path
 
-from disque_py.node.job import QUEUED, IdGenerator, pack_job
+from disque_py.engine import QUEUED, IdGenerator, pack_job
 from disque_py.persistence import aof_format
 
 NODE_ID = b"ab" * 20            # the creating node: any 40 hex digits

@@ -180,15 +180,15 @@ from typing import NamedTuple
 
 from disque_py.formats import bus as msg
 from disque_py.base.effects import AofDedup, AofDelJob, AofLoadJob, AofUndedup, ToPeer, Unblock
-from disque_py.node.job import (ACKED, DEAD_NONE, FLAG_COUNTED, FLAG_PROMISED, QUEUED, WAIT_REPL)
+from disque_py.engine import (ACKED, DEAD_NONE, DEDUP_MEMORY_OVERHEAD, FLAG_COUNTED, FLAG_PROMISED,
+                              QUEUE_MEMORY_OVERHEAD, QUEUED, WAIT_REPL)
 from disque_py.node.node import Node
-from disque_py.engine import CONSTANTS
 from tests.sim.dedup_checks import DedupAsk, DedupChecks
 from tests.sim.outcomes import OK, REFUSED, UNKNOWN, WAITING
 from tests.unit.simnet import COPY_KINDS, SimNet
 
-QUEUE_MEMORY = CONSTANTS["QUEUE_MEMORY_OVERHEAD"]     # used_memory per queue
-DEDUP_KEY_MEMORY = CONSTANTS["DEDUP_MEMORY_OVERHEAD"]  # ... per DEDUP key, beyond the key
+QUEUE_MEMORY = QUEUE_MEMORY_OVERHEAD     # used_memory per queue
+DEDUP_KEY_MEMORY = DEDUP_MEMORY_OVERHEAD  # ... per DEDUP key, beyond the key
 
 
 class TracedNode(Node):

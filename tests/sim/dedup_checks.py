@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, NamedTuple
 
 from disque_py.formats import bus as msg
-from disque_py.node.job import ACKED, FLAG_CONFIRMED, WAIT_REPL
+from disque_py.engine import ACKED, FLAG_CONFIRMED, WAIT_REPL
 from disque_py.node.waiters import Waiter
 from disque_py.base.errors import NoReplError
 from tests.sim.outcomes import MAX_DEFAULT_REPLICATION, NOT_ENOUGH_NODES, OK, WAITING

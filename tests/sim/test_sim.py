@@ -23,7 +23,7 @@ import pytest
 from disque_py.formats import bus as msg
 from disque_py.base.clock import FakeClock
 from disque_py.base.effects import AofLoadJob
-from disque_py.node.job import WAIT_REPL, JobOptions, deserialize_job
+from disque_py.engine import WAIT_REPL, JobOptions, deserialize_job
 from disque_py.node.node import Node
 from tests.sim.checker import Checker, Decision
 from tests.sim.run import run_seed, run_seeds

@@ -57,7 +57,7 @@ import itertools
 import random
 from typing import NamedTuple
 
-from disque_py.node.job import WAIT_REPL, JobOptions
+from disque_py.engine import WAIT_REPL, JobOptions
 from disque_py.node.waiters import Waiter
 from disque_py.base.errors import DisqueError
 from tests.sim.checker import OK, WAITING, Checker, TracedNode

@@ -60,7 +60,7 @@ from typing import Callable, NamedTuple
 from disque_py.formats import bus as msg
 from disque_py.base.clock import FakeClock
 from disque_py.base.effects import AofDedup, AofDelJob, AofLoadJob, AofUndedup, ToPeer, Unblock
-from disque_py.node.job import STATE_NAMES, deserialize_job
+from disque_py.engine import STATE_NAMES, deserialize_job
 from disque_py.node.node import Node
 from disque_py.persistence import aof_format
 

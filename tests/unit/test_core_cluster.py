@@ -18,10 +18,10 @@ import pytest
 
 from disque_py.formats import bus as msg
 from disque_py.node.federation import BCAST_MAX_DELAY_MS, INTEREST_TTL_MS
-from disque_py.node.job import (ACKED, ACTIVE, QUEUED, WAIT_REPL, compare_node_ids_by_job,
-                                serialize_job)
+from disque_py.engine import (ACKED, ACTIVE, PAUSED_OUT, QUEUED, WAIT_REPL, serialize_job)
+from disque_py.base.replies import (REMOVED_BEFORE_COPIES)
+from disque_py.node.requeue import compare_node_ids_by_job
 from disque_py.node.replication import TIMEOUT_BEFORE_COPIES
-from disque_py.engine import PAUSED_OUT, REMOVED_BEFORE_COPIES
 from disque_py.node.waiters import TIMED_OUT
 from disque_py.base.errors import NoReplError
 from tests.unit.simnet import SimNet

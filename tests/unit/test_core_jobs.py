@@ -13,12 +13,10 @@ import re
 import pytest
 
 from disque_py.base.effects import Unblock
-from disque_py.node.job import (ACKED, ACTIVE, DEFAULT_TTL_S, FLAG_BCAST_WILLQUEUE, QUEUED,
-                                is_at_most_once_id, is_valid_id, ttl_minutes_from_id)
+from disque_py.engine import (ACKED, ACTIVE, BUCKET_MS, DEFAULT_TTL_S, FLAG_BCAST_WILLQUEUE,
+                              PAUSED_ALL, PAUSED_IN, PAUSED_OUT, QUEUED, QUEUE_MEMORY_OVERHEAD,
+                              is_at_most_once_id, is_valid_id, ttl_minutes_from_id)
 from disque_py.node.node import AWAKE_BATCH
-from disque_py.node.job import QUEUE_MEMORY_OVERHEAD
-from disque_py.engine import PAUSED_ALL, PAUSED_IN, PAUSED_OUT
-from disque_py.engine import BUCKET_MS
 from disque_py.node.waiters import TIMED_OUT
 from disque_py.base.errors import (AckedError, CommandError, MaxlenError, NoJobError, NoReplError,
                                    PausedError, TooLateError)

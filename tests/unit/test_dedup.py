@@ -15,18 +15,18 @@ import pytest
 
 from disque_py.formats import bus as msg
 from disque_py.base.clock import FakeClock
-from disque_py.node.job import JobOptions, deserialize_job
 from disque_py.node.node import Node
 from disque_py.node.replication import FIRST_ADD_GONE, TIMEOUT_BEFORE_COPIES
 from disque_py.node.waiters import Waiter
-from disque_py.engine import CONSTANTS, HOT_COMMANDS, run_hot
+from disque_py.engine import (DEDUP_MEMORY_OVERHEAD, FLAG_PROMISED, HOT_COMMANDS, JobOptions,
+                              deserialize_job, run_hot)
 from disque_py.base.errors import LeavingError, MaxlenError, NoReplError, OutOfMemoryError
 from tests.unit.simnet import START_MS, SimNet
 
 NODE_ID = b"0123456789abcdef0123456789abcdef01234567"
 PEER = b"f" * 40
 NOW_S = START_MS // 1000
-ENTRY_MEMORY = CONSTANTS["DEDUP_MEMORY_OVERHEAD"]
+ENTRY_MEMORY = DEDUP_MEMORY_OVERHEAD
 
 
 @pytest.fixture
@@ -314,7 +314,7 @@ def test_a_producer_that_starts_leaving_keeps_a_copy_it_promised():
     assert net.run_until(lambda: net.nodes[1].lookup(job.id) is not None, 100)
     net.add_job(1, repl=3, client="retry", timeout_ms=5000, dedup_key=b"k")
     assert net.run_until(
-        lambda: net.nodes[0].lookup(job.id).flags & CONSTANTS["FLAG_PROMISED"], 1000)
+        lambda: net.nodes[0].lookup(job.id).flags & FLAG_PROMISED, 1000)
     net.set_leaving(0)
     assert net.run_until(lambda: "first" in net.unblocked, 100)
     assert isinstance(net.unblocked["first"][0], LeavingError)
@@ -336,7 +336,7 @@ def test_a_promised_copy_outlives_an_abandoned_deljob():
     assert net.run_until(lambda: all(node.lookup(job.id) for node in net.nodes[1:]), 100)
     net.add_job(1, repl=3, client="retry", timeout_ms=5000, dedup_key=b"k")
     assert net.run_until(lambda: "retry" in net.unblocked, 1000)
-    net.nodes[0].lookup(job.id).flags &= ~CONSTANTS["FLAG_PROMISED"]   # as if it missed it
+    net.nodes[0].lookup(job.id).flags &= ~FLAG_PROMISED   # as if it missed it
     net.call(0, "cancel_waiter", net.nodes[0].more(job).waiter)
     deljobs = [m for m in net.sent if m.kind == msg.DELJOB]
     assert deljobs and all(m.mflags & msg.MSG_ABANDONED for m in deljobs)
@@ -363,7 +363,7 @@ def test_holders_keeping_an_abandoned_job_list_only_nodes_with_a_copy():
     producer = net.nodes[0]
     stale = producer.job_bytes(producer.lookup(job.id), net.clock.now_ms() // 1000,
                                net.ids[1])
-    producer.lookup(job.id).flags &= ~CONSTANTS["FLAG_PROMISED"]   # as if it missed it
+    producer.lookup(job.id).flags &= ~FLAG_PROMISED   # as if it missed it
     net.call(0, "cancel_waiter", producer.more(job).waiter)
     assert producer.lookup(job.id) is None
     net.run_for(5)                                   # the DELJOBs arrive, not yet a heal

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from disque_py.node.job import ACTIVE, QUEUED, JobRecord, deserialize_job
+from disque_py.engine import ACTIVE, QUEUED, JobRecord, deserialize_job
 from disque_py.persistence import aof_format, disque_aof
 from tests.persistence import disque_files
 

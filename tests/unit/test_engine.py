@@ -13,9 +13,8 @@ import sys
 import pytest
 
 from disque_py import engine
-from disque_py.node.job import ACKED, ACTIVE, QUEUED
-from disque_py.engine import (AwakeSchedule, IdGenerator, Job, JobQueue, JobTable, is_valid_id,
-                              new_job)
+from disque_py.engine import (ACKED, ACTIVE, QUEUED, AwakeSchedule, IdGenerator, Job, JobQueue,
+                              JobTable, is_valid_id, new_job)
 
 NODE_ID = b"0f1e2d3c4b5a69788796a5b4c3d2e1f00f1e2d3c"
 T0_S = 1_700_000_000

@@ -14,8 +14,8 @@ import itertools
 from collections import Counter
 
 from disque_py.formats import bus as msg
-from disque_py.node.healing import (HEAL_FALLBACK_MS, HEAL_JOBS_PER_PERIOD, HEAL_PERIOD_MS)
-from disque_py.node.job import ACKED
+from disque_py.node.healing import HEAL_FALLBACK_MS, HEAL_JOBS_PER_PERIOD, HEAL_PERIOD_MS
+from disque_py.engine import ACKED
 from tests.unit.simnet import SimNet
 
 _clients = itertools.count()

@@ -14,7 +14,7 @@ from __future__ import annotations
 import random
 from collections import Counter
 
-from disque_py.node.job import ACKED, ACTIVE, QUEUED, WAIT_REPL
+from disque_py.engine import ACKED, ACTIVE, QUEUED, WAIT_REPL
 from disque_py.web.census import jobs_by_state
 from tests.unit.simnet import SimNet
 TTL_S = 60

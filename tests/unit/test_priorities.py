@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from disque_py.base.clock import FakeClock
-from disque_py.node.job import JobOptions, deserialize_job, serialize_record
+from disque_py.engine import JobOptions, deserialize_job, serialize_record
 from disque_py.node.node import Node
 from tests.unit.simnet import START_MS
 

@@ -15,14 +15,13 @@ import logging
 import pytest
 
 from disque_py.config import Config
-from disque_py.node.job import ACKED
+from disque_py.engine import ACKED
 from disque_py.base.errors import LoadingError
 from disque_py.formats.resp import encode
 from disque_py.persistence.aof import REWRITE_SLICE_JOBS, AofWriter
 from disque_py.persistence.progress import REPORT_INTERVAL_S, ProgressMeter
 from disque_py.persistence.rewrite import Rewrite
-from disque_py.server.persistence_service import (LOAD_SLICE_RECORDS, LoadStopped,
-                                                  PersistenceService)
+from disque_py.server.persistence_service import LOAD_SLICE_RECORDS, LoadStopped, PersistenceService
 from disque_py.server.state import ServerState
 from tests.persistence.large_aof import write_large_aof
 

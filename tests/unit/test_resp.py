@@ -16,15 +16,11 @@ from hypothesis import strategies as st
 
 from disque_py.base.errors import (AckedError, CommandError, LeavingError, NoJobError, NoReplError,
                                    PausedError, ProtocolError)
-from disque_py.engine import CONSTANTS
-from disque_py.engine import RequestParser as RequestReader
+from disque_py.engine import (BULK_MAX_LENGTH, INLINE_MAX_SIZE, MULTIBULK_MAX_COUNT,
+                              RequestParser as RequestReader)
 from disque_py.formats.resp import (EMPTY_ARRAY, NULL_ARRAY, NULL_BULK, OK, PONG, Map, Raw,
                                     SetReply, Verbatim, encode, encode_bulk, encode_command)
 from disque_py.base.splitargs import UnbalancedQuotes, split_line
-
-INLINE_MAX_SIZE = CONSTANTS["INLINE_MAX_SIZE"]
-MULTIBULK_MAX_COUNT = CONSTANTS["MULTIBULK_MAX_COUNT"]
-BULK_MAX_LENGTH = CONSTANTS["BULK_MAX_LENGTH"]
 
 
 def mb(*args: bytes) -> bytes:

@@ -7,10 +7,9 @@ import random
 
 import pytest
 
-from disque_py.node.job import ACTIVE
+from disque_py.engine import ACTIVE, BUCKET_MS, AwakeSchedule, IdGenerator, new_job
 from disque_py.base.scantable import ScanTable
 from disque_py.node.waiters import GETJOB, Deadlines, Waiter
-from disque_py.engine import BUCKET_MS, AwakeSchedule, IdGenerator, new_job
 
 T0 = 1_700_000_000_000
 _ids = IdGenerator(b"0123456789abcdef" * 2 + b"01234567", b"schedule tests")

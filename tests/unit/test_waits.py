@@ -19,7 +19,7 @@ from disque_py.formats import bus as msg
 from disque_py.commands.context import Park
 from disque_py.commands.queues import render_outcome
 from disque_py.base.effects import Unblock
-from disque_py.node.job import GONE_MOVED
+from disque_py.engine import GONE_MOVED
 from disque_py.node.node import Node
 from disque_py.node.waiters import DONE
 from disque_py.formats.resp import encode

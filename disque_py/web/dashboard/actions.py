@@ -19,7 +19,7 @@ from urllib.parse import quote_from_bytes, unquote_to_bytes
 from aiohttp import web
 
 from disque_py.commands import deadletter, jobs, queues
-from disque_py.node.job import is_valid_id
+from disque_py.engine import is_valid_id
 from disque_py.base.errors import DisqueError
 from disque_py.server.state import Session
 from disque_py.web.dashboard.auth import SESSION_REQUEST_KEY, see_other

@@ -21,7 +21,7 @@ import asyncio
 from disque_py.commands import info, queues
 from disque_py.commands.cluster import link_state
 from disque_py.commands.jobs import job_info
-from disque_py.node.job import ACTIVE, STATE_NAMES, is_valid_id
+from disque_py.engine import ACTIVE, STATE_NAMES, is_valid_id
 from disque_py.web.census import head_age, job_age
 
 PAGE_JOBS = 50

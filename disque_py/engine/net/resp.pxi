@@ -23,20 +23,6 @@ from libc.string cimport memchr
 from disque_py.base.errors import ProtocolError
 from disque_py.base.splitargs import UnbalancedQuotes, split_line
 
-cdef enum:
-    INLINE_MAX_SIZE = 64 * 1024            # an inline command, or a header line
-    MULTIBULK_MAX_COUNT = 1024 * 1024      # arguments in one command
-    BULK_MAX_LENGTH = 512 * 1024 * 1024    # bytes in one argument
-    PARSER_MIN_CAPACITY = 16 * 1024
-    PARSER_SHRINK_ABOVE = 1024 * 1024      # an idle connection keeps no more
-    WRITE_BUFFER_INITIAL = 4096
-
-cdef enum ParseStatus:
-    PARSE_MORE = 0         # no complete command (yet)
-    PARSE_COMMAND = 1      # a command is ready: argc/args, or inline_argv
-    PARSE_ERROR = -1       # the stream is malformed: `error` is set
-
-
 cdef bint _strict_int(const char* data, Py_ssize_t size, int64_t* out) noexcept:
     """A length as Disque's string2ll reads it: canonical digits only."""
     cdef Py_ssize_t i = 0

@@ -2,6 +2,29 @@
 # as C fields: the bases of server/state.py's ServerState, Session and
 # Stats and of commands/'s Command. The Python classes add everything
 # else; Python code reads and writes these fields as plain attributes.
+#
+# What ServerCore calls on the server layer is declared (server.pxd):
+# schedule_flush (the event loop's turn ends), aof_accepts (-MISCONF) and
+# command_took (a slow command), which ServerState overrides; a subclass
+# that lacks one is refused when it is made (require_overrides, which the
+# connection's base uses too).
+
+cdef tuple SERVER_HOOKS = ("schedule_flush", "aof_accepts", "command_took")
+cdef set _checked_types = set()
+
+
+cdef int require_overrides(type cls, type base, tuple names) except -1:
+    """A subclass of `base` must override each hook in `names`: a method
+    renamed on one side fails here, at the subclass's first instance, not
+    on the rare path that would have called it."""
+    if cls is base or cls in _checked_types:
+        return 0
+    missing = [name for name in names if getattr(cls, name) is getattr(base, name)]
+    if missing:
+        raise TypeError("%s must override the engine's hooks %s" % (cls.__name__,
+                                                                    ", ".join(missing)))
+    _checked_types.add(cls)
+    return 0
 
 
 cdef class StatsCore:
@@ -22,7 +45,24 @@ cdef class ServerCore:
     connections whose replies leave at the end of this loop turn."""
 
     def __cinit__(self, *args, **kwargs):
+        require_overrides(type(self), ServerCore, SERVER_HOOKS)
         self._unflushed = []
+
+    # ------------------------------------------- hooks: the server layer's
+
+    cpdef schedule_flush(self):
+        """Call flush_replies once this loop turn has read every socket ready."""
+        raise NotImplementedError
+
+    cpdef bint aof_accepts(self) except -1:
+        """Whether the AOF takes records now (False: -MISCONF)."""
+        raise NotImplementedError
+
+    cpdef command_took(self, command, list argv, double seconds):
+        """A command's handler ran at least slow_after seconds."""
+        raise NotImplementedError
+
+    # --------------------------------------------------------------- state
 
     def set_hot_commands(self, entries):
         """(name, Command) for each hot command under its current name
@@ -66,7 +106,7 @@ cdef class ServerCore:
         ready (conn.pxi says why)."""
         self._unflushed.append(conn)
         if not self._flush_scheduled:
-            self.call_soon(self.flush_replies)     # first: if it raises, the next call retries
+            self.schedule_flush()           # first: if it raises, the next call retries
             self._flush_scheduled = True
         return 0
 
@@ -93,6 +133,6 @@ cdef class ServerCore:
     cdef bint disk_accepts(self) except -1:
         """False while the AOF cannot take records (-MISCONF). With no AOF
         (the node emits no records) there is nothing to ask."""
-        if not self.node.aof_enabled or self.persistence is None:
+        if not self.node.aof_enabled:
             return True
-        return self.persistence.accepting
+        return self.aof_accepts()

@@ -3,23 +3,15 @@
 # The producer's REPLJOBs (replicate), a holder's copy made straight from
 # the REPLJOB's bytes and its GOTJOB (on_repljob), and the producer's count
 # of confirmed copies (on_gotjob). NodeCore exposes them under the names
-# and signatures core/replication.py calls and dispatches to; the policy
+# and signatures node/replication.py calls and dispatches to; the policy
 # around them (waiting for copies, asking one more node, giving up,
 # queueing once the copies exist) stays in Python there.
 
 from disque_py.formats.bus import (GOTJOB, MSG_NOREPLY, MSG_PROMISED, MSG_RESENT, MSG_REVISED,
                                    REPLJOB)
-from disque_py.base.effects import ToPeer
 
 cdef enum:
     RTT_SMOOTHING = 8              # the round trip is an average over about that many copies
-
-cdef object _new_tuple = tuple.__new__
-
-
-cdef inline object _to_peer(bytes node_id, int kind, object item, int mflags):
-    return _new_tuple(ToPeer, (node_id, kind, item, mflags))
-
 
 cdef int64_t copies_replicate(NodeCore node, Job job, int64_t count, bint noreply,
                               bint promised=False, tuple only=None) except -1:
@@ -35,7 +27,7 @@ cdef int64_t copies_replicate(NodeCore node, Job job, int64_t count, bint norepl
     if count > 0:
         candidates = [peer for peer in node.reachable if peer not in delivered]
         if len(candidates) > count:
-            candidates = node._rng.sample(candidates, count)
+            candidates = node.rng.sample(candidates, count)
         added = len(candidates)
         if added:
             delivered = delivered + tuple(candidates)
@@ -62,9 +54,9 @@ cdef int64_t copies_replicate(NodeCore node, Job job, int64_t count, bint norepl
         if confirmed is not None and node_id in confirmed:
             # It has its copy: only new holders are worth telling it, unanswered.
             if added:
-                append(_to_peer(node_id, REPLJOB, data, MSG_NOREPLY))
+                append(to_peer(node_id, REPLJOB, data, MSG_NOREPLY))
             continue
-        append(_to_peer(node_id, REPLJOB, data, mflags))
+        append(to_peer(node_id, REPLJOB, data, mflags))
     return added
 
 
@@ -108,7 +100,7 @@ cdef int copies_on_repljob(NodeCore node, bytes sender, int mflags, list jobs) e
                 continue
             job = copies_adopt(node, &wire, options, &dedup, q, now, ACTIVE, True)
         if reply:
-            append(_to_peer(sender, GOTJOB, (job.id, 0), 0))
+            append(to_peer(sender, GOTJOB, (job.id, 0), 0))
     return 0
 
 
@@ -144,7 +136,7 @@ cdef int copies_revise(NodeCore node, Job job, WireJob* wire, JobOptions options
     """A holder changed the job (QREQUEUE moved it out of its dead-letter
     queue): this copy takes its queue, counters and options, and waits a
     retry period for it to be acknowledged there."""
-    if not node.revise(job, PyBytes_FromStringAndSize(wire.queue, wire.queue_len),
+    if not revise_job(node, job, PyBytes_FromStringAndSize(wire.queue, wire.queue_len),
                        wire.nacks, wire.deliveries, options):
         return 0
     node.persist_job(job)
@@ -198,7 +190,7 @@ cdef int copies_on_gotjob(NodeCore node, bytes sender, bytes job_id) except -1:
     if (<Job>job).state != WAIT_REPL:        # a promise round (dedup.pxi), or nothing
         if extra.followers and extra.confirmed is not None:
             extra.confirmed.add(sender)
-            node.promise_progress(job, extra)
+            node.hooks.promise_progress(job, extra)
         return 0
     cdef double rtt = node.now_ms() - extra.repl_added_at
     node.repl_rtt_ms += (rtt - node.repl_rtt_ms) / RTT_SMOOTHING
@@ -208,5 +200,5 @@ cdef int copies_on_gotjob(NodeCore node, bytes sender, bytes job_id) except -1:
     confirmed = extra.confirmed
     confirmed.add(sender)
     if len(confirmed) >= (<Job>job).repl:
-        node.replication_achieved(job)
+        node.hooks.replication_achieved(job)
     return 0

@@ -13,7 +13,15 @@
 # it goes to the Python loop. At the first command it does not own (another
 # command, one refused before its handler, an inline command, a protocol
 # error) it hands that command and the rest of the read, with the replies
-# made so far, to ClientConnection._received, the Python loop.
+# made so far, to run_commands, the Python loop.
+#
+# What it calls on the server layer is declared (conn.pxd): the hooks
+# run_commands, park, deliver, yield_loop, flush_order, close_after_replies
+# and after_commands, which ClientConnection overrides (a subclass that
+# lacks one is refused at its first connection: require_overrides). It
+# never opens, reads or closes a socket: bytes come in through
+# data_received, and replies leave through the transport the server layer
+# gives it (its write method), or at the end of the loop turn.
 #
 # Fairness: a connection whose read was large yields the event loop after
 # it (reading pauses until the next loop turn), so one client's pipeline
@@ -55,11 +63,52 @@ cdef inline double _monotonic() noexcept nogil:
     return now.tv_sec + now.tv_nsec * 1e-9
 
 
+cdef tuple CONNECTION_HOOKS = ("run_commands", "park", "deliver", "yield_loop", "flush_order",
+                               "close_after_replies", "after_commands")
+
+
 cdef class ConnectionBase:
 
     def __cinit__(self, *args, **kwargs):
+        require_overrides(type(self), ConnectionBase, CONNECTION_HOOKS)
         self.reader = RequestParser.__new__(RequestParser)
         self.call = HotCall.__new__(HotCall)
+
+    # ------------------------------------------- hooks: the server layer's
+
+    cpdef run_commands(self, list commands, double started, bytes replies):
+        """The Python loop: run `commands` (the rest of a read the fast path
+        did not run), after `replies`, those of the commands it did."""
+        raise NotImplementedError
+
+    cpdef park(self, waiter, bint overlaps, bytes replies):
+        """A command parked on `waiter` after `replies` (those before it):
+        keep its place in the reply order; later commands wait unless it
+        `overlaps` (an ADDJOB waiting for copies: ADDJOBs behind it run)."""
+        raise NotImplementedError
+
+    cpdef deliver(self, bytes payload, bint pipelined=False):
+        """Write replies, or hold them until the AOF has what they depend on."""
+        raise NotImplementedError
+
+    cpdef yield_loop(self):
+        """Stop reading until the next loop turn (a large read was served)."""
+        raise NotImplementedError
+
+    cpdef flush_order(self):
+        """Write the replies answered in order before a parked command's."""
+        raise NotImplementedError
+
+    cpdef close_after_replies(self):
+        """Close once every reply owed has left (the client killed itself)."""
+        raise NotImplementedError
+
+    cpdef after_commands(self):
+        """Carry out the effects of the commands just run (AOF records,
+        other clients' answers, kills, shutdown) before this one's replies."""
+        raise NotImplementedError
+
+    # ------------------------------------------------------------ the path
 
     def bind_server(self, ServerCore server):
         self.server = server
@@ -91,9 +140,9 @@ cdef class ConnectionBase:
                 and (session.authenticated or not server._requirepass):
             self._run_fast(now)
         else:
-            self._received(self.reader.take_all(), now, None)
+            self.run_commands(self.reader.take_all(), now, None)
         if size >= YIELD_AFTER_BYTES and not self.closing and self._transport is not None:
-            self._yield_loop()
+            self.yield_loop()
 
     cdef int _run_fast(self, double started) except -1:
         cdef ServerCore server = self.server
@@ -132,7 +181,7 @@ cdef class ConnectionBase:
                 status = HOT_DONE
             ran += 1
             if node.ready:
-                node.serve_ready()
+                node.hooks.serve_ready()
             now = server.now()
             took = now - started
             started = now
@@ -148,7 +197,8 @@ cdef class ConnectionBase:
         if reader.next_command() != PARSE_MORE or reader.error is not None:
             if status == HOT_PARKED:
                 self._finish_fast(True)       # the replies before it leave now, as Disque's do
-            self._received(reader.take_all(), started, call.out.take() if call.out.size else None)
+            self.run_commands(reader.take_all(), started,
+                              call.out.take() if call.out.size else None)
             return 0
         self._finish_fast(ran > 1)
         return 0
@@ -160,12 +210,12 @@ cdef class ConnectionBase:
         if server.node.effects or server.kills or server.shutdown_request is not None:
             self._running = True
             try:
-                self.runtime.after_commands()
+                self.after_commands()
             finally:
                 self._running = False
         if not self.call.out.size:
             if self._order:
-                self._flush_order()           # what was answered before a parked command
+                self.flush_order()            # what was answered before a parked command
         else:
             payload = self.call.out.take()
             if self._held or server.node.aof_enabled:
@@ -173,7 +223,7 @@ cdef class ConnectionBase:
             else:
                 self.write_out(payload, pipelined)
         if self.session.kill_requested:
-            self._close_after_replies()
+            self.close_after_replies()
         return 0
 
     cpdef write_out(self, bytes payload, bint pipelined=False):

@@ -10,25 +10,14 @@
 # checked in Disque's order, so a request that breaks several rules gets
 # Disque's error. Replies are written into the call's WriteBuffer.
 
-from disque_py.base.errors import (BADID_MESSAGE, LEAVING_MESSAGE, SYNTAX_ERROR, TIMEOUT_NEGATIVE,
-                                   TIMEOUT_NOT_INTEGER, BadIdError, LeavingError)
-
-REPLICATE_RANGE = "REPLICATE must be between 1 and 65535"
-TTL_POSITIVE = "TTL must be a number > 0"
-RETRY_NON_NEGATIVE = "RETRY time must be a non negative number"
-DELAY_NON_NEGATIVE = "DELAY time must be a non negative number"
-MAXLEN_POSITIVE = "MAXLEN must be a positive number"
-COUNT_POSITIVE = "COUNT must be a number greater than zero"
-PING_ARITY = "wrong number of arguments for 'ping' command"
-# Options beyond Disque (options.pxi)
-BACKOFF_RANGE = "BACKOFF needs base-ms > 0 and max-ms >= base-ms, both below 2^32"
-MAXDELIVERIES_RANGE = "MAXDELIVERIES must be between 1 and 65535"
-PRIORITY_RANGE = "PRIORITY must be between 0 and 9"
-DEADLETTER_NEEDS_MAXDELIVERIES = "DEADLETTER needs MAXDELIVERIES"
-DEADLETTER_SAME_QUEUE = "DEADLETTER must name another queue than the job's"
-DEDUP_KEY_SIZE = "DEDUP key must be 1 to 1024 bytes"
-WINDOW_POSITIVE = "WINDOW must be a number > 0"
-WINDOW_NEEDS_DEDUP = "WINDOW needs DEDUP"
+from disque_py.base.errors import BadIdError, CommandError, LeavingError
+from disque_py.base.replies import (BACKOFF_RANGE, BADID_MESSAGE, COUNT_POSITIVE,
+                                    DEADLETTER_NEEDS_MAXDELIVERIES, DEADLETTER_SAME_QUEUE,
+                                    DEDUP_KEY_SIZE, DELAY_NON_NEGATIVE, LEAVING_MESSAGE,
+                                    MAXDELIVERIES_RANGE, MAXLEN_POSITIVE, PING_ARITY,
+                                    PRIORITY_RANGE, REPLICATE_RANGE, RETRY_NON_NEGATIVE,
+                                    SYNTAX_ERROR, TIMEOUT_NEGATIVE, TIMEOUT_NOT_INTEGER,
+                                    TTL_POSITIVE, WINDOW_NEEDS_DEDUP, WINDOW_POSITIVE)
 
 cdef enum:
     MAX_REPLICATION = 65535
@@ -168,21 +157,22 @@ cdef class HotCall:
             return _getjob(self, argv, argc)
         if kind == HOT_ACKJOB:
             _check_ids(argv, 1, argc)
-            return self.out.write_number(58, self.node._ack_views(argv + 1, argc - 1))
+            return self.out.write_number(58, ack_views(self.node, argv + 1, argc - 1))
         if kind == HOT_FASTACK:
             _check_ids(argv, 1, argc)
-            return self.out.write_number(58, self.node._fast_ack_views(argv + 1, argc - 1))
+            return self.out.write_number(58, fast_ack_views(self.node, argv + 1, argc - 1))
         if kind == HOT_NACK:
             return _nack(self, argv, argc)
         if kind == HOT_ENQUEUE:
             _check_ids(argv, 1, argc)
-            return self.out.write_number(58, self.node._enqueue_views(argv + 1, argc - 1, False))
+            return self.out.write_number(58, enqueue_views(self.node, argv + 1, argc - 1,
+                                                                False))
         if kind == HOT_DEQUEUE:
             _check_ids(argv, 1, argc)
-            return self.out.write_number(58, self.node._dequeue_views(argv + 1, argc - 1))
+            return self.out.write_number(58, dequeue_views(self.node, argv + 1, argc - 1))
         if kind == HOT_WORKING:
             _check_ids(argv, 1, argc)
-            return self.out.write_number(58, self.node.working(self.arg_bytes(argv[1])))
+            return self.out.write_number(58, job_working(self.node, self.arg_bytes(argv[1])))
         if kind == HOT_QLEN:
             q = self.known_queue(argv[1])
             if q is None:
@@ -272,14 +262,14 @@ cdef int _addjob(HotCall call, ArgView* argv, Py_ssize_t argc) except -1:
     now = node.now_ms()                   # the one clock read of the command
     if dedup_at:
         dedup.until_ms = now + (window or ttl) * 1000
-    job = node.create_job(name, call.found, argv[2].data, argv[2].size, repl, delay, retry, ttl,
+    job = create_job(node, name, call.found, argv[2].data, argv[2].size, repl, delay, retry, ttl,
                           maxlen, async_, call.session, timeout, options, now,
                           &dedup if dedup_at else NULL)
     if job is None:
         return _answer_duplicate(call, dedup.earlier, dedup_duplicate(
             node, dedup.earlier, call.session, timeout, repl, now))
     if job.state == WAIT_REPL:
-        call.waiter = node.more(job).waiter
+        call.waiter = node_extra(node, job).waiter
         call.overlaps = True
         return HOT_PARKED
     call.out.write(b"+", 1)
@@ -307,8 +297,8 @@ cdef int _nack(HotCall call, ArgView* argv, Py_ssize_t argc) except -1:
             raise CommandError(DELAY_NON_NEGATIVE)
         argc -= 2
     _check_ids(argv, 1, argc)
-    return call.out.write_number(58, call.node._nack_views(argv + 1, argc - 1,
-                                                           delay * 1000 if delay >= 0 else -1))
+    return call.out.write_number(58, nack_views(call.node, argv + 1, argc - 1,
+                                                delay * 1000 if delay >= 0 else -1))
 
 
 cdef JobOptions _job_options(HotCall call, ArgView queue, int64_t backoff_base,
@@ -368,12 +358,12 @@ cdef int _getjob(HotCall call, ArgView* argv, Py_ssize_t argc) except -1:
     if argc - first == 1 and count == 1:      # the usual GETJOB: one job, one queue
         q = call.known_queue(argv[first])
         if q is not None and q.jobs.count and not q.flags & PAUSED_OUT:
-            return _write_jobs(call.out, [node.take_one(q)], withcounters)
+            return _write_jobs(call.out, [take_one(node, q)], withcounters)
     names, queues = [], []
     for i in range(first, argc):
         names.append(call.queue_name(argv[i]))
         queues.append(call.found)
-    jobs = node.take_jobs(names, queues, count)
+    jobs = take_jobs(node, names, queues, count)
     if jobs:
         return _write_jobs(call.out, jobs, withcounters)
     return _nothing_to_give(call, nohang, timeout, withcounters, names, None)
@@ -385,11 +375,11 @@ cdef int _getjob_pattern(HotCall call, bytes pattern, int64_t count, bint nohang
     call starting after the queue that served the pattern last (fair), and
     a parked client woken by any matching queue, new ones included."""
     cdef NodeCore node = call.node
-    names = node.pattern_queues(pattern)
+    names = node.hooks.pattern_queues(pattern)
     queues = [node.queues.get(name) for name in names]
-    jobs = node.take_jobs(names, queues, count)
+    jobs = take_jobs(node, names, queues, count)
     if jobs:
-        node.pattern_served(pattern, (<Job>jobs[len(jobs) - 1]).queue)
+        node.hooks.pattern_served(pattern, (<Job>jobs[len(jobs) - 1]).queue)
         return _write_jobs(call.out, jobs, withcounters)
     return _nothing_to_give(call, nohang, timeout, withcounters, names, pattern)
 
@@ -405,9 +395,9 @@ cdef int _nothing_to_give(HotCall call, bint nohang, int64_t timeout, bint withc
         raise LeavingError(LEAVING_MESSAGE)
     deadline = node.now_ms() + timeout if timeout else 0
     if pattern is None:
-        call.waiter = node.block(call.session, names, deadline, withcounters)
+        call.waiter = node.hooks.block(call.session, names, deadline, withcounters)
     else:
-        call.waiter = node.block_pattern(call.session, pattern, deadline, withcounters)
+        call.waiter = node.hooks.block_pattern(call.session, pattern, deadline, withcounters)
     call.overlaps = False
     return HOT_PARKED
 

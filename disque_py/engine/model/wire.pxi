@@ -14,33 +14,6 @@
 # written (a restart keeps them) while a message never carries them. One packer and one parser, in C: a replica makes its copy
 # straight from the parsed fields, with no Python record between.
 
-cdef enum:
-    WIRE_FIXED = 76                # the fields before the queue name
-    NO_BODY = 0xFFFFFFFF
-    COUNTER_MAX = 0xFFFF
-
-
-cdef struct WireJob:
-    const char* id
-    int state
-    int flags
-    int repl
-    uint64_t ctime
-    int64_t etime
-    uint32_t delay
-    uint32_t retry
-    uint32_t nacks
-    uint32_t deliveries
-    const char* queue
-    Py_ssize_t queue_len
-    const char* body               # NULL: no body (a dummy ack)
-    Py_ssize_t body_len
-    const char* nodes              # node_count x 40 bytes
-    Py_ssize_t node_count
-    const char* options            # the options block, or NULL
-    Py_ssize_t options_len
-
-
 cdef inline uint64_t _get_be(const char* at, int size) noexcept:
     cdef uint64_t value = 0
     cdef int i

@@ -18,7 +18,7 @@
 #     level (FLAG_CONFIRMED: it made it, or it is acked); a holder with a
 #     copy, which knows nothing of the first ADDJOB's fate, first asks the
 #     job's holders to confirm their copies, as a first ADDJOB would
-#     (REPLJOB flagged MSG_PROMISED, core/replication.py: confirm_copies;
+#     (REPLJOB flagged MSG_PROMISED, node/replication.py: confirm_copies;
 #     it makes no copy where there is none: a node may have collected the
 #     job after its ack),
 #     and while the first ADDJOB still waits here, the duplicate waits for
@@ -37,8 +37,7 @@
 # rest. Expired keys are skipped when loaded.
 
 from disque_py.base.effects import AofDedup, AofUndedup
-
-DEDUP_TABLE_FULL = "DEDUP key table is full (dedup-max-keys %d)"
+from disque_py.base.replies import DEDUP_TABLE_FULL
 
 
 cdef inline DedupSlot* dedup_lookup(NodeCore node, object queue, DedupFields* wanted,
@@ -73,7 +72,7 @@ cdef object dedup_duplicate(NodeCore node, DedupSlot* found, object client, int6
         return None
     deadline = now + timeout_ms if timeout_ms else 0
     if first.state == WAIT_REPL:
-        return node.follow_replication(first, client, deadline)
+        return node.hooks.follow_replication(first, client, deadline)
     if repl < 0:
         repl = node.cluster_size if node.cluster_size < MAX_DEFAULT_REPLICATION \
             else MAX_DEFAULT_REPLICATION
@@ -84,7 +83,7 @@ cdef object dedup_duplicate(NodeCore node, DedupSlot* found, object client, int6
         return None
     if repl - 1 > node.reachable_peers or repl > PyTuple_GET_SIZE(<object>first.delivered_):
         raise NoReplError(NOT_ENOUGH_NODES)       # too few nodes, or holders, to confirm
-    return node.confirm_copies(first, client, deadline, repl)
+    return node.hooks.confirm_copies(first, client, deadline, repl)
 
 
 cdef DedupFields* dedup_fields_of(Job job, DedupFields* out) noexcept:
@@ -172,4 +171,25 @@ cdef int dedup_forget(NodeCore node, Job job) except -1:
     if node.aof_enabled:
         queue, key, job_id, _ = slot_fields(slot)
         node.effects.append(AofUndedup(queue, key, job_id))
+    return 0
+
+
+cdef int dedup_restore(NodeCore node, bytes queue, bytes key, bytes job_id, int64_t until_ms,
+                       bint forget) except -1:
+    """A DEDUP (or, with `forget`, UNDEDUP) record read from the AOF."""
+    cdef DedupTable table = node.dedup
+    cdef int64_t before = table.memory
+    cdef DedupSlot* slot
+    cdef Py_ssize_t size = PyBytes_GET_SIZE(key)
+    if not id_is_valid(PyBytes_AS_STRING(job_id), PyBytes_GET_SIZE(job_id)):
+        raise ValueError("not a job ID")
+    h = dedup_hash(queue, PyBytes_AS_STRING(key), size)
+    if forget:
+        slot = table._find_job(queue, PyBytes_AS_STRING(key), size, h, PyBytes_AS_STRING(job_id))
+        if slot != NULL:
+            table.unlink(slot)
+    elif until_ms > node.now_ms():
+        dedup_add(table, queue, PyBytes_AS_STRING(key), size, h, PyBytes_AS_STRING(job_id),
+                  until_ms, False)
+    node.used_memory += table.memory - before
     return 0

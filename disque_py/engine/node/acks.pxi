@@ -1,0 +1,123 @@
+# Acknowledgements on this node: ACKJOB, FASTACK, DELJOB, and the dummy ack
+# an ACKJOB of an unknown ID leaves in a cluster.
+#
+# A job whose only copy is here is acked and deleted at once; a job with
+# other holders moves to the acked state here and its collection (SETACK,
+# GOTACK, DELJOB to every holder) is the node layer's: NodeHooks.try_gc
+# (node/acks.py). An ACKJOB of an unknown at-least-once ID, in a cluster,
+# leaves a dummy ack (an acked job with no body and no known holders, that
+# expires when the TTL its ID encodes ends), so the ack can reach a copy on
+# the other side of a partition.
+
+from disque_py.formats.bus import DELJOB
+
+
+cdef int64_t ack_views(NodeCore node, ArgView* ids, Py_ssize_t count) except -1:
+    cdef int64_t known = 0
+    cdef Py_ssize_t i
+    for i in range(count):
+        known += ack_one(node, ids[i].data)
+    return known
+
+
+cdef int ack_one(NodeCore node, const char* job_id) except -1:
+    """1 if a known job moved to the acked state."""
+    cdef int newly = 0
+    job = node.jobs.find(job_id)
+    if job is None:
+        if node.cluster_size > 1 and not node.leaving and not _at_most_once(job_id):
+            node.hooks.try_gc(dummy_ack(node, job_id))
+        return 0
+    if job.delivered_ == <PyObject*>node._only_me and job.state != WAIT_REPL:
+        # The only copy is ours: acked and collected at once, as the
+        # longer way below would (it is not scheduled for a GC first).
+        newly = job.state != ACKED
+        node.stats_acked += newly
+        node.unregister(job, GONE_ACKED)
+        return newly
+    if job.state != ACKED:
+        node.acknowledge(job)
+        newly = 1
+        node.stats_acked += 1
+    if job.state != ACKED:
+        return newly
+    if job.delivered_ == <PyObject*>node._only_me:
+        node.unregister(job, GONE_ACKED)   # the only copy is ours: nobody else to tell
+    else:
+        node.hooks.try_gc(job)
+    return newly
+
+
+cdef Job dummy_ack(NodeCore node, const char* job_id):
+    """An acked job with no queue, body or holders, registered and due for
+    its first collection attempt; it expires with the TTL its ID encodes."""
+    cdef int64_t now_s = node.now_ms() // 1000
+    cdef Job job = make_job(job_id, None, NULL, 0, False, ACKED, 0, 0, 0, 0,
+                            now_s + _id_ttl_minutes(job_id) * 60, _NO_NODES)
+    node.register(job)
+    node.update_awake(job, node._next_gc_time(0))
+    return job
+
+
+cdef int64_t fast_ack_views(NodeCore node, ArgView* ids, Py_ssize_t count) except -1:
+    cdef int64_t deleted = 0
+    cdef Py_ssize_t i
+    for i in range(count):
+        deleted += fast_ack_one(node, ids[i].data)
+    return deleted
+
+
+cdef int fast_ack_one(NodeCore node, const char* job_id) except -1:
+    job = node.jobs.find(job_id)
+    if job is None:
+        if node.has_peers:
+            send_to_peers(node, node.known_peers, DELJOB,
+                          (PyBytes_FromStringAndSize(job_id, JOB_ID_LEN), 0), 0)
+        return 0
+    if job.delivered_ != <PyObject*>node._only_me:
+        send_to_peers(node, job.delivered, DELJOB, (job.id, 0), 0)
+    node.stats_acked += 1
+    node.unregister(job, GONE_ACKED)
+    return 1
+
+
+cdef int64_t delete_jobs(NodeCore node, job_ids) except -1:
+    """DELJOB: forget jobs on this node only, whatever their state."""
+    cdef int64_t deleted = 0
+    for job_id in job_ids:
+        found = node.jobs.get(job_id)
+        if found is not None:
+            node.unregister(found)
+            deleted += 1
+    return deleted
+
+
+cdef inline int _hex_value(unsigned char digit) noexcept:
+    return digit - 48 if digit <= 57 else (digit | 32) - 87
+
+
+cdef inline bint _at_most_once(const char* job_id) noexcept:
+    """IDs of retry-0 jobs carry an even TTL field (its last hex digit)."""
+    return _hex_value((<const unsigned char*>job_id)[39]) & 1 == 0
+
+
+cdef inline int64_t _id_ttl_minutes(const char* job_id) noexcept:
+    """The TTL an ID encodes, in minutes: its last 4 hex digits."""
+    cdef const unsigned char* p = <const unsigned char*>job_id
+    return (_hex_value(p[36]) << 12) | (_hex_value(p[37]) << 8) | \
+        (_hex_value(p[38]) << 4) | _hex_value(p[39])
+
+
+def is_at_most_once_id(bytes job_id):
+    return _at_most_once(PyBytes_AS_STRING(job_id))
+
+
+def ttl_minutes_from_id(bytes job_id):
+    return _id_ttl_minutes(PyBytes_AS_STRING(job_id))
+
+
+cdef list well_formed_ids(job_ids):
+    """The IDs that can name a job (callers check them first; this keeps
+    the per-ID code to 40-byte IDs whatever a Python caller passes)."""
+    return [job_id for job_id in job_ids
+            if type(job_id) is bytes and PyBytes_GET_SIZE(job_id) == JOB_ID_LEN]
