@@ -118,7 +118,10 @@ node-deps: $(NODE_CLIENTS)/node_modules/.installed
 run: $(VENV)/.installed redis-cli-deps
 	$(BIN)/disque-server --port $(PORT) --bind 127.0.0.1
 
+# The layer contract first (seconds): a layer that imports upward fails
+# before the suite runs.
 test: $(VENV)/.installed-test system-deps node-deps
+	$(BIN)/lint-imports
 	$(BIN)/python -m pytest
 
 # Benchmarks compare against redis-server from Debian's packages.

@@ -1,5 +1,5 @@
 """`python -m disque_py` behaves like the disque-server binary."""
 
-from disque_py.tools.cli import server_main
+from disque_py.tools.server_cli import server_main
 
 server_main()

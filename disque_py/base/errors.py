@@ -138,3 +138,10 @@ class ConfigError(Exception):
         else:
             parts.append(self.message)
         return "\n".join(parts)
+
+
+class StartupError(Exception):
+    """The server cannot start as configured (a port taken, an AOF that
+    cannot be loaded, a TLS file that cannot be read): start-up logs the
+    message, which says what to fix, and exits with status 1."""
+

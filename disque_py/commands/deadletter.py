@@ -27,4 +27,4 @@ def qrequeue(server, session, argv):
                 raise CommandError(COUNT_POSITIVE)
         else:
             raise options.syntax_error()
-    return server.node.requeue_dead(argv[1], to_queue, count)
+    return server.node.requeue.requeue_dead(argv[1], to_queue, count)

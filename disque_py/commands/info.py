@@ -63,7 +63,7 @@ def _server(srv) -> list[tuple[str, object]]:
         ("tcp_port", srv.port),
         ("uptime_in_seconds", uptime),
         ("uptime_in_days", uptime // 86400),
-        ("hz", srv.config["hz"]),
+        ("hz", srv.config.hz),
         ("executable", srv.executable),
         ("config_file", srv.config_file),
     ]

@@ -124,5 +124,5 @@ def pause(server, session, argv):
             broadcast = True
         elif option != b"state":
             raise CommandError(SYNTAX_ERROR)
-    state = server.node.pause(argv[1], new_flags if update else None, broadcast)
+    state = server.node.consumers.pause(argv[1], new_flags if update else None, broadcast)
     return Raw(b"+%b\r\n" % PAUSE_STATE_NAMES[state])

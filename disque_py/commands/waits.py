@@ -25,7 +25,7 @@ def waitjob(server, session, argv):
     job_ids, timeout = _ids_and_timeout(argv)
     check_job_ids(job_ids)
     node = server.node
-    statuses, waiter = node.wait_for_jobs(session, job_ids, _deadline(node, timeout))
+    statuses, waiter = node.waits.wait_for_jobs(session, job_ids, _deadline(node, timeout))
     return statuses if waiter is None else Park(waiter)
 
 
@@ -38,7 +38,7 @@ def qwait(server, session, argv):
     else:
         raise CommandError(SYNTAX_ERROR)
     node = server.node
-    waiter = node.wait_for_queue(session, argv[1], _deadline(node, timeout))
+    waiter = node.waits.wait_for_queue(session, argv[1], _deadline(node, timeout))
     return QUEUE_EMPTIED if waiter is None else Park(waiter)
 
 

@@ -39,23 +39,28 @@ INTEREST_TTL_MS = 12_000           # outlives a renewal period with margin
 NEEDJOBS_CRON_MS = 100             # blocked queues ask again this often (with backoff)
 
 
-class FederationStats:
-    __slots__ = ("needjobs_sent", "needjobs_received", "jobs_sent", "jobs_received",
-                 "offers")
+class Federation:
+    """One node's part in moving jobs to where consumers wait; its counters
+    are INFO's and /metrics'."""
 
-    def __init__(self) -> None:
+    def __init__(self, core, acks, waiting_queues) -> None:
+        """`waiting_queues()`: the queues some parked consumer waits on
+        (Consumers.queues_with_waiters), which keep asking."""
+        self.core = core
+        self.acks = acks
+        self.waiting_queues = waiting_queues
         self.needjobs_sent = self.needjobs_received = 0
         self.jobs_sent = self.jobs_received = self.offers = 0
+        self._cron_ran = 0
 
-
-class FederationMixin:
     # ------------------------------------------------------------ asking
 
     def need_jobs(self, q: Queue, reached_zero: bool) -> None:
         """Ask peers for jobs for `q` (clients wait on it, or it just ran dry)."""
-        if self.leaving or not self.known_peers or len(q.name) > msg.MAX_QUEUE_NAME:
+        core = self.core
+        if core.leaving or not core.known_peers or len(q.name) > msg.MAX_QUEUE_NAME:
             return
-        now = self.clock.now_ms()
+        now = core.clock.now_ms()
         rate = q.import_rate(now)
         if reached_zero and rate == 0:
             return          # no flow to keep going: wait for a client to block
@@ -67,7 +72,7 @@ class FederationMixin:
         if now - q.needjobs_bcast_time > bcast_delay:
             q.needjobs_bcast_time = now
             q.needjobs_bcast_attempt += 1
-            self._send_needjobs(self.known_peers, q.name, 1)
+            self._send_needjobs(core.known_peers, q.name, 1)
         adhoc_delay = min(ADHOC_MIN_DELAY_MS << min(q.needjobs_adhoc_attempt, 16),
                           ADHOC_MAX_DELAY_MS)
         if responders and (reached_zero or now - q.needjobs_adhoc_time > adhoc_delay):
@@ -76,9 +81,10 @@ class FederationMixin:
             self._send_needjobs(responders, q.name, to_fetch)
 
     def _send_needjobs(self, nodes, name: bytes, count: int) -> None:
-        before = len(self.effects)
-        self.send_to(nodes, msg.NEEDJOBS, msg.QueueOp(name, count))
-        self.federation.needjobs_sent += len(self.effects) - before
+        core = self.core
+        before = len(core.effects)
+        core.send_to(nodes, msg.NEEDJOBS, msg.QueueOp(name, count))
+        self.needjobs_sent += len(core.effects) - before
 
     def _valid_responders(self, q: Queue, now_s: int) -> list[bytes]:
         responders = q.responders
@@ -89,24 +95,25 @@ class FederationMixin:
                 del responders[node_id]
         return list(responders)
 
-    def tick_federation(self, now: int) -> None:
+    def tick(self, now: int) -> None:
         """Blocked queues keep asking (need_jobs applies the backoff)."""
-        if now - self._needjobs_cron < NEEDJOBS_CRON_MS:
+        if now - self._cron_ran < NEEDJOBS_CRON_MS:
             return
-        self._needjobs_cron = now
-        for q in list(self.queues_with_waiters()):
+        self._cron_ran = now
+        for q in list(self.waiting_queues()):
             if not q.jobs:
                 self.need_jobs(q, False)
 
     # ------------------------------------------------------------ giving
 
     def on_needjobs(self, sender: bytes, name: bytes, count: int) -> None:
-        self.federation.needjobs_received += 1
-        q = self.queues.get(name)
-        now = self.clock.now_ms()
+        core = self.core
+        self.needjobs_received += 1
+        q = core.queues.get(name)
+        now = core.clock.now_ms()
         if q is None or not q.jobs or q.flags & PAUSED_OUT or q.import_rate(now) > 0:
             if q is None:
-                q = self.queue(name)
+                q = core.queue(name)
             if q.interested is None:
                 q.interested = {}
             q.interested[sender] = (now + INTEREST_TTL_MS, max(count, 1))
@@ -116,27 +123,29 @@ class FederationMixin:
     def _give(self, q: Queue, receiver: bytes, count: int) -> None:
         """YOURJOBS: hand some queued jobs over (never more than half the
         queue unless it holds twice what was asked; always at least one)."""
+        core = self.core
         queued = len(q.jobs)
         howmany = count if queued >= 2 * count else max(queued // 2, 1)
-        now_s = self.clock.now_ms() // 1000
+        now_s = core.clock.now_ms() // 1000
         for _ in range(howmany):
-            job = self.fetch(q, False)      # moved, not delivered
+            job = core.fetch(q, False)      # moved, not delivered
             if job is None:
                 break
             if job.retry and job.delivered and receiver not in job.delivered:
                 job.delivered = job.delivered + (receiver,)
                 self._refresh_holders(job, receiver, now_s)
-            self.send(receiver, msg.YOURJOBS, self.job_bytes(job, now_s, receiver))
-            self.federation.jobs_sent += 1
+            core.send(receiver, msg.YOURJOBS, core.job_bytes(job, now_s, receiver))
+            self.jobs_sent += 1
             if job.retry == 0:
-                self.unregister(job, GONE_MOVED)   # at most once: the only copy moves
+                core.unregister(job, GONE_MOVED)   # at most once: the only copy moves
         if q.interested:
             q.interested.pop(receiver, None)
 
     def _refresh_holders(self, job: Job, receiver: bytes, now_s: int) -> None:
+        core = self.core
         for node_id in job.delivered:
-            if node_id not in (self.id, receiver):
-                self.send(node_id, msg.REPLJOB, self.job_bytes(job, now_s, node_id),
+            if node_id not in (core.id, receiver):
+                core.send(node_id, msg.REPLJOB, core.job_bytes(job, now_s, node_id),
                           msg.MSG_NOREPLY)
 
     def offer_to_interested(self, q: Queue) -> None:
@@ -144,7 +153,8 @@ class FederationMixin:
         said it needs them, at once."""
         if q.flags & PAUSED_OUT or not q.jobs or q.waiters is not None:
             return
-        now = self.clock.now_ms()
+        core = self.core
+        now = core.clock.now_ms()
         if q.import_rate(now) > 0:
             # Jobs come here because consumers here asked: keep them for
             # those (as on_needjobs does). Passing them on would bounce a
@@ -156,10 +166,10 @@ class FederationMixin:
         for node_id, (expires, count) in list(interested.items()):
             if not q.jobs:
                 break
-            if expires < now or node_id not in self.known_peers:
+            if expires < now or node_id not in core.known_peers:
                 del interested[node_id]
                 continue
-            self.federation.offers += 1
+            self.offers += 1
             self._give(q, node_id, count)
         if not interested:
             q.interested = None
@@ -167,26 +177,27 @@ class FederationMixin:
     # ------------------------------------------------------------ receiving
 
     def on_yourjobs(self, sender: bytes, mflags: int, jobs: list[bytes]) -> None:
-        now = self.clock.now_ms()
+        core = self.core
+        now = core.clock.now_ms()
         for record in deserialize_jobs(jobs, now // 1000):
-            job = self.jobs.get(record.id)
+            job = core.jobs.get(record.id)
             if job is None:
-                job = self.adopt_record(record, now, ACTIVE)
+                job = core.adopt_record(record, now, ACTIVE)
             elif job.state == ACKED:
-                self.send_setack(sender, job)    # delivered already: tell the giver
+                self.acks.send_setack(sender, job)    # delivered already: tell the giver
                 continue
             else:
-                self.learn_holders(job, record.delivered)
-            self.federation.jobs_received += 1
+                core.learn_holders(job, record.delivered)
+            self.jobs_received += 1
             job.flags &= ~FLAG_BCAST_QUEUED     # moved, not re-delivered: no QUEUED
             if job.retry == 0:
                 job.qtime = now                  # queueable once, here
-                job.delivered = self._only_me
-            elif self.id not in job.delivered and job.delivered:
-                job.delivered = job.delivered + (self.id,)
-            if not self.enqueue(job):
+                job.delivered = core._only_me
+            elif core.id not in job.delivered and job.delivered:
+                job.delivered = job.delivered + (core.id,)
+            if not core.enqueue(job):
                 continue
-            q = self.queues.get(job.queue)
+            q = core.queues.get(job.queue)
             if q.responders is None:
                 q.responders = {}
             if sender not in q.responders:

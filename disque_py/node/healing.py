@@ -65,7 +65,7 @@ its sender's own: its sender just sent a copy to every holder it lists,
 the wiped ones included. A holder that keeps a job its producer gave up
 on (DEDUP: its ID was promised to a duplicate) marks every other holder,
 the producer first: they may have deleted their copies
-(heal_after_abandon).
+(after_abandon).
 
 Pacing: a lost holder starts a pass over the whole job table, HEAL_SCAN_JOBS
 jobs per HEAL_PERIOD_MS (finding the jobs that list it), and at most
@@ -86,7 +86,7 @@ Costs: the REPLJOBs of a heal and one more copy of a job's body on the new
 holder; the pass reads every job once per loss.
 
 The core stays pure: the cluster view comes through set_cluster_view
-(peers.py) and heal_view() here, time from the node's clock, and every
+(peers.py) and view() here, time from the node's clock, and every
 copy leaves as ToPeer effects.
 """
 
@@ -114,57 +114,60 @@ LOST, WIPED = 1, 2                # why a holder is looked for by the pass
 LOOK, FALLBACK, RECHECK = 0, 1, 2
 
 
-class HealingMixin:
-    """Re-replication, as part of Node (state initialised by init_healing)."""
+class Healing:
+    """Re-replication on one node: its view of lost holders, its pass over
+    the job table, and the jobs it examines, watches and heals."""
 
-    def init_healing(self) -> None:
-        self.heal_enabled = True
-        # The cluster view, as last pushed (heal_view).
-        self._heal_failed: frozenset = frozenset()
-        self._heal_known: frozenset = frozenset()
-        self._heal_linked: frozenset = frozenset()
-        self._heal_epochs: dict[bytes, int] = {}
+    def __init__(self, core) -> None:
+        self.core = core
+        self.enabled = True
+        # The cluster view, as last pushed (view).
+        self._failed: frozenset = frozenset()
+        self._known: frozenset = frozenset()
+        self._linked: frozenset = frozenset()
+        self._epochs: dict[bytes, int] = {}
         # The pass: which holders it looks for, where it is, what is left.
-        self._heal_triggers: dict[bytes, int] = {}
-        self._heal_cursor = 0
-        self._heal_left = 0
-        self._heal_next = 0
+        self._triggers: dict[bytes, int] = {}
+        self._cursor = 0
+        self._left = 0
+        self._next = 0
         # Jobs: to examine (and why: LOOK, FALLBACK, RECHECK); watched
         # (another holder first); short of nodes.
-        self._heal_pending: dict[Job, int] = {}
-        self._heal_watch: dict[Job, int] = {}
-        self._heal_watch_heap: list = []
-        self._heal_seq = 0
-        self._heal_short: dict[Job, None] = {}
-        self._heal_marks: dict[Job, tuple] = {}      # job -> its wiped holders
-        self._heal_prune: list = []
+        self._pending: dict[Job, int] = {}
+        self._watch: dict[Job, int] = {}
+        self._watch_heap: list = []
+        self._seq = 0
+        self._short: dict[Job, None] = {}
+        self._marks: dict[Job, tuple] = {}      # job -> its wiped holders
+        self._prune: list = []
         # Counters (INFO).
-        self.heal_peers_failed = 0
-        self.heal_peers_restarted_empty = 0
-        self.heal_jobs_restored = 0
-        self.heal_copies_restored = 0
-        self.heal_jobs_resent = 0
+        self.peers_failed = 0
+        self.peers_restarted_empty = 0
+        self.jobs_restored = 0
+        self.copies_restored = 0
+        self.jobs_resent = 0
 
     # ------------------------------------------------------------ the view
 
-    def heal_view(self, failed, epochs) -> None:
+    def view(self, failed, epochs) -> None:
         """The membership's view of lost nodes: `failed`, the peers flagged
         FAIL; `epochs`, {peer ID: start epoch} of the peers that told theirs
         (None: this caller knows no epochs). Called with every view push."""
+        core = self.core
         lost: list[bytes] = []
         failed = frozenset(failed or ())
-        if failed != self._heal_failed:
-            newly = sorted(failed - self._heal_failed)
-            self.heal_peers_failed += len(newly)
+        if failed != self._failed:
+            newly = sorted(failed - self._failed)
+            self.peers_failed += len(newly)
             lost += newly
-            self._heal_failed = failed
-        known = self.known_peers
-        if len(known) != len(self._heal_known) or not self._heal_known.issuperset(known):
-            lost += sorted(self._heal_known.difference(known))
-            self._heal_known = frozenset(known)
+            self._failed = failed
+        known = core.known_peers
+        if len(known) != len(self._known) or not self._known.issuperset(known):
+            lost += sorted(self._known.difference(known))
+            self._known = frozenset(known)
         wiped: list[bytes] = []
         if epochs:
-            seen = self._heal_epochs
+            seen = self._epochs
             for node_id, epoch in epochs.items():
                 before = seen.get(node_id)
                 if before != epoch:
@@ -173,105 +176,114 @@ class HealingMixin:
                         wiped.append(node_id)
             if wiped:
                 wiped.sort()
-                self.heal_peers_restarted_empty += len(wiped)
-        linked = self.reachable
+                self.peers_restarted_empty += len(wiped)
+        linked = core.reachable
         grew = shrank = False
-        if len(linked) != len(self._heal_linked) or not self._heal_linked.issuperset(linked):
-            grew = not self._heal_linked.issuperset(linked)
+        if len(linked) != len(self._linked) or not self._linked.issuperset(linked):
+            grew = not self._linked.issuperset(linked)
             linked = frozenset(linked)
-            shrank = not linked.issuperset(self._heal_linked)
-            self._heal_linked = linked
-        if not self.heal_enabled:
+            shrank = not linked.issuperset(self._linked)
+            self._linked = linked
+        if not self.enabled:
             return
         if lost or wiped:
-            self._heal_start_pass(lost, wiped)
-        if shrank and self._heal_watch:
+            self._start_pass(lost, wiped)
+        if shrank and self._watch:
             # The holder this node waits for to act may be the one whose
             # link just broke (killed, not FAIL for seconds yet): rank the
             # watched jobs again now, not when their fallback comes.
-            pending = self._heal_pending
-            for job in self._heal_watch:
+            pending = self._pending
+            for job in self._watch:
                 pending.setdefault(job, LOOK)
-            self._heal_next = 0
-        if grew and self._heal_short:
-            self._heal_pending.update(dict.fromkeys(self._heal_short, FALLBACK))   # somewhere
-            self._heal_short.clear()                                            # to copy to?
-            self._heal_next = 0
+            self._next = 0
+        if grew and self._short:
+            self._pending.update(dict.fromkeys(self._short, FALLBACK))   # somewhere
+            self._short.clear()                                            # to copy to?
+            self._next = 0
 
-    def _heal_start_pass(self, lost, wiped) -> None:
-        triggers = self._heal_triggers
+    def _start_pass(self, lost, wiped) -> None:
+        triggers = self._triggers
         for node_id in lost:
             triggers.setdefault(node_id, LOST)
         for node_id in wiped:
             triggers[node_id] = WIPED
-        self._heal_left = self.jobs.partition_count     # a whole pass from here
-        self._heal_next = 0
+        self._left = self.core.jobs.partition_count     # a whole pass from here
+        self._next = 0
 
-    def set_rereplicate(self, enabled: bool) -> None:
+    def set_enabled(self, enabled: bool) -> None:
         """CONFIG SET rereplicate. Turned on: one pass looks for the jobs of
         the nodes failing now. Turned off: the work under way is dropped."""
         enabled = bool(enabled)
-        if enabled == self.heal_enabled:
+        if enabled == self.enabled:
             return
-        self.heal_enabled = enabled
+        self.enabled = enabled
         if enabled:
-            if self._heal_failed:
-                self._heal_start_pass(sorted(self._heal_failed), ())
+            if self._failed:
+                self._start_pass(sorted(self._failed), ())
         else:
-            self.heal_reset(keep_view=True)
+            self.reset(keep_view=True)
 
-    def heal_reset(self, keep_view: bool = True) -> None:
+    def reset(self, keep_view: bool = True) -> None:
         """Drop the work under way and the marks (FLUSHALL, or turned off)."""
-        self._heal_triggers.clear()
-        self._heal_left = 0
-        self._heal_pending.clear()
-        self._heal_watch.clear()
-        self._heal_watch_heap.clear()
-        self._heal_short.clear()
-        self._heal_marks.clear()
-        self._heal_prune.clear()
+        self._triggers.clear()
+        self._left = 0
+        self._pending.clear()
+        self._watch.clear()
+        self._watch_heap.clear()
+        self._short.clear()
+        self._marks.clear()
+        self._prune.clear()
 
     # ------------------------------------------------------------ timers
 
-    def heal_next_due(self) -> int | None:
+    def has_work(self) -> bool:
+        """Whether a period's work waits (tick() then runs it when due)."""
+        return bool(self._left or self._pending or self._watch_heap or self._marks
+                    or self._short)
+
+    def due(self, now: int) -> bool:
+        return now >= self._next and self.has_work()
+
+    def next_due(self) -> int | None:
         """When healing has something to do (None: nothing)."""
-        if self._heal_left or self._heal_pending:
-            return self._heal_next
-        if self._heal_watch_heap:
-            return max(self._heal_watch_heap[0][0], self._heal_next)
+        if self._left or self._pending:
+            return self._next
+        if self._watch_heap:
+            return max(self._watch_heap[0][0], self._next)
         return None
 
-    def tick_healing(self, now: int) -> None:
+    def tick(self, now: int) -> None:
         """One period's work: the pass, the jobs found, the watched ones due."""
-        self._heal_next = now + HEAL_PERIOD_MS
-        if self._heal_left:
-            self._heal_scan(HEAL_SCAN_JOBS)
-        heap = self._heal_watch_heap
+        self._next = now + HEAL_PERIOD_MS
+        if self._left:
+            self._scan(HEAL_SCAN_JOBS)
+        heap = self._watch_heap
         if heap:
-            watch, pending = self._heal_watch, self._heal_pending
+            watch, pending = self._watch, self._pending
             while heap and heap[0][0] <= now:
                 due, _, job, mode = heapq.heappop(heap)
                 if watch.get(job) == due:
                     del watch[job]
                     pending[job] = mode
-        if self._heal_pending:
-            self._heal_work(now)
-        if self._heal_marks or self._heal_short:
-            self._heal_prune_marks(HEAL_PRUNE_PER_PERIOD)
+        if self._pending:
+            self._work(now)
+        if self._marks or self._short:
+            self._prune_marks(HEAL_PRUNE_PER_PERIOD)
 
-    def _heal_scan(self, budget: int) -> None:
+    def _scan(self, budget: int) -> None:
         """Visit partitions of the job table until `budget` jobs were seen:
         the jobs listing a holder the pass looks for are examined next
         (those listing a wiped one are marked). In ID order, so a seed of
         the simulation replays whatever the hash seed."""
-        table, triggers, me = self.jobs, self._heal_triggers, self.id
+        core = self.core
+        table, triggers, me = core.jobs, self._triggers, core.id
         count = table.partition_count
         found = []
         seen = 0
-        while self._heal_left and seen < budget:
-            jobs = table.partition(self._heal_cursor)
-            self._heal_cursor = (self._heal_cursor + 1) % count
-            self._heal_left -= 1
+        while self._left and seen < budget:
+            jobs = table.partition(self._cursor)
+            self._cursor = (self._cursor + 1) % count
+            self._left -= 1
             seen += len(jobs)
             for job in jobs:
                 if job.repl < 2 or job.state == ACKED:
@@ -280,13 +292,13 @@ class HealingMixin:
                     if node_id in triggers:
                         found.append(job)
                         break
-        if not self._heal_left:
+        if not self._left:
             triggers_now = dict(triggers)
             triggers.clear()
         else:
             triggers_now = triggers
         found.sort(key=job_id_of)
-        marks, pending = self._heal_marks, self._heal_pending
+        marks, pending = self._marks, self._pending
         for job in found:
             wiped = tuple(node_id for node_id in job.delivered
                           if node_id != me and triggers_now.get(node_id) == WIPED)
@@ -295,31 +307,32 @@ class HealingMixin:
                 marks[job] = old + tuple(node_id for node_id in wiped if node_id not in old)
             pending[job] = LOOK
 
-    def _heal_work(self, now: int) -> None:
-        pending = self._heal_pending
+    def _work(self, now: int) -> None:
+        pending = self._pending
         healed = checked = 0
         while pending and healed < HEAL_JOBS_PER_PERIOD and checked < HEAL_CHECKS_PER_PERIOD:
             job = next(iter(pending))
             mode = pending.pop(job)
             checked += 1
-            healed += self._heal_job(job, now, mode)
+            healed += self._examine(job, now, mode)
 
     # ------------------------------------------------------------ one job
 
-    def _heal_job(self, job: Job, now: int, mode: int = LOOK) -> bool:
+    def _examine(self, job: Job, now: int, mode: int = LOOK) -> bool:
         """Examine one job; heal it if it is below its level and this node
         is first in line (or, FALLBACK, was watching it long enough), and
         resend it after a loss if it is at its level on paper (not on
         RECHECK). True if copies were sent."""
-        if self.jobs.get(job.id) is not job or job.state == ACKED or job.repl < 2:
-            self._heal_marks.pop(job, None)
+        core = self.core
+        if core.jobs.get(job.id) is not job or job.state == ACKED or job.repl < 2:
+            self._marks.pop(job, None)
             return False
         if job.state == WAIT_REPL:
-            self._heal_watch_job(job, now + HEAL_WAIT_REPL_MS, LOOK)    # its producer's, for now
+            self._watch_job(job, now + HEAL_WAIT_REPL_MS, LOOK)    # its producer's, for now
             return False
-        me = self.id
-        failed, known, linked = self._heal_failed, self.node_ids, self._heal_linked
-        marks = self._heal_marks.get(job, ())
+        me = core.id
+        failed, known, linked = self._failed, core.node_ids, self._linked
+        marks = self._marks.get(job, ())
         counted = [me]
         refresh = 0
         for node_id in job.delivered:
@@ -332,9 +345,9 @@ class HealingMixin:
         deficit = job.repl - len(counted)
         if deficit <= 0 and mode == RECHECK:
             return False
-        place = self._heal_place(job, counted) if mode != FALLBACK else 0
+        place = self._place(job, counted) if mode != FALLBACK else 0
         if place:
-            self._heal_watch_job(job, now + place * HEAL_FALLBACK_MS, FALLBACK)
+            self._watch_job(job, now + place * HEAL_FALLBACK_MS, FALLBACK)
             return False
         if deficit <= 0:
             # At its level on paper. But a holder is listed once a REPLJOB is
@@ -342,30 +355,30 @@ class HealingMixin:
             # with its sender, or reached a node already down. A loss is
             # the moment to make sure: the job goes again to the holders
             # that count (one that has it only merges the list).
-            self.replicate(job, 0, noreply=True, only=tuple(counted[1:]))   # [0] is me
-            self._heal_watch.pop(job, None)
-            self.heal_jobs_resent += 1
+            core.replicate(job, 0, noreply=True, only=tuple(counted[1:]))   # [0] is me
+            self._watch.pop(job, None)
+            self.jobs_resent += 1
             return True
         wanted = max(deficit - refresh, 0)
-        added = self.replicate(job, wanted, noreply=True)
+        added = core.replicate(job, wanted, noreply=True)
         if refresh:
             left = tuple(node_id for node_id in marks if node_id not in linked)
             if left:
-                self._heal_marks[job] = left
+                self._marks[job] = left
             else:
-                del self._heal_marks[job]
-        self._heal_watch.pop(job, None)
-        self.heal_jobs_restored += 1
-        self.heal_copies_restored += added + refresh
+                del self._marks[job]
+        self._watch.pop(job, None)
+        self.jobs_restored += 1
+        self.copies_restored += added + refresh
         if added < wanted:
-            self._heal_short[job] = None       # not enough nodes: when one comes back
+            self._short[job] = None       # not enough nodes: when one comes back
         return True
 
-    def _heal_place(self, job: Job, counted: list) -> int:
+    def _place(self, job: Job, counted: list) -> int:
         """This node's place in the job's order among the holders that count
         and can act now (0: first): a holder this node has no link to may
         be dead (not FAIL yet) and would hold the job up."""
-        me, linked = self.id, self._heal_linked
+        me, linked = self.core.id, self._linked
         able = [node_id for node_id in counted if node_id == me or node_id in linked]
         if len(able) < 2:
             return 0
@@ -373,7 +386,7 @@ class HealingMixin:
         order = sorted(able, key=lambda node_id: (zlib.crc32(node_id, crc), node_id))
         return order.index(me)
 
-    def heal_after_abandon(self, job: Job) -> None:
+    def after_abandon(self, job: Job) -> None:
         """`job`'s producer gave up on it, and this holder keeps it (its ID
         was promised to a duplicate ADDJOB): the producer deleted its copy,
         and so did every holder that had promised nothing, so every other
@@ -384,22 +397,22 @@ class HealingMixin:
         reaching every copy); a stale holder list can then only name nodes
         that are sent a copy. Whatever `rereplicate` says: this is the
         promise made to the duplicate, not a lost node."""
-        others = tuple(node_id for node_id in job.delivered if node_id != self.id)
+        others = tuple(node_id for node_id in job.delivered if node_id != self.core.id)
         if others:
-            self._heal_marks[job] = others
-        self._heal_pending[job] = LOOK
+            self._marks[job] = others
+        self._pending[job] = LOOK
 
-    def _heal_watch_job(self, job: Job, due: int, mode: int) -> None:
+    def _watch_job(self, job: Job, due: int, mode: int) -> None:
         """Look at the job again at `due`; a job already watched keeps its
         earlier time (new passes must not put a fallback off forever)."""
-        before = self._heal_watch.get(job)
+        before = self._watch.get(job)
         if before is not None and before <= due:
             return
-        self._heal_watch[job] = due
-        self._heal_seq += 1
-        heapq.heappush(self._heal_watch_heap, (due, self._heal_seq, job, mode))
+        self._watch[job] = due
+        self._seq += 1
+        heapq.heappush(self._watch_heap, (due, self._seq, job, mode))
 
-    def on_repljob_healing(self, sender: bytes, mflags: int, jobs: list[bytes]) -> None:
+    def on_repljob(self, sender: bytes, mflags: int, jobs: list[bytes]) -> None:
         """REPLJOB (on_repljob), then: its sender sent a copy to every holder
         it lists, so marks on those jobs are cleared, and the watched ones
         are looked at again (their holders may have changed). Not for a
@@ -409,12 +422,12 @@ class HealingMixin:
         older than the mark (a frame sent before it was wiped, or before the
         producer gave up on the job and deleted it, in flight since), and
         keeping it costs at most one REPLJOB the sender did not need."""
-        self.on_repljob(sender, mflags, jobs)
-        if (self._heal_marks or self._heal_watch) and not mflags & MSG_PROMISED:
-            self._heal_copies_received(sender, jobs, not mflags & MSG_RESENT)
+        self.core.on_repljob(sender, mflags, jobs)
+        if (self._marks or self._watch) and not mflags & MSG_PROMISED:
+            self._copies_received(sender, jobs, not mflags & MSG_RESENT)
 
-    def _heal_copies_received(self, sender: bytes, jobs: list[bytes], to_all: bool) -> None:
-        marks, watch, table = self._heal_marks, self._heal_watch, self.jobs
+    def _copies_received(self, sender: bytes, jobs: list[bytes], to_all: bool) -> None:
+        marks, watch, table = self._marks, self._watch, self.core.jobs
         for data in jobs:
             job = table.get(data[:40])
             if job is None:
@@ -423,13 +436,13 @@ class HealingMixin:
                 marks[job] = (sender,)
             if job in watch:
                 del watch[job]
-                self._heal_pending[job] = RECHECK
+                self._pending[job] = RECHECK
 
-    def _heal_prune_marks(self, budget: int) -> None:
+    def _prune_marks(self, budget: int) -> None:
         """Forget the marks (and the waits for a node to copy to) of jobs
         that left or were acknowledged, a slice at a time."""
-        prune, marks, short, table = self._heal_prune, self._heal_marks, self._heal_short, \
-            self.jobs
+        prune, marks, short, table = self._prune, self._marks, self._short, \
+            self.core.jobs
         if not prune:
             prune.extend(marks)
             prune.extend(short)
@@ -441,19 +454,19 @@ class HealingMixin:
 
     # ------------------------------------------------------------ INFO
 
-    def heal_info(self) -> list[tuple[str, object]]:
-        below = len(self._heal_watch) + len(self._heal_short)
+    def info(self) -> list[tuple[str, object]]:
+        below = len(self._watch) + len(self._short)
         return [
-            ("rereplicate", "yes" if self.heal_enabled else "no"),
-            ("rereplicate_peers_failed", self.heal_peers_failed),
-            ("rereplicate_peers_restarted_empty", self.heal_peers_restarted_empty),
-            ("rereplicate_peers_known_epoch", len(self._heal_epochs)),
-            ("rereplicate_jobs_to_check", len(self._heal_pending)),
+            ("rereplicate", "yes" if self.enabled else "no"),
+            ("rereplicate_peers_failed", self.peers_failed),
+            ("rereplicate_peers_restarted_empty", self.peers_restarted_empty),
+            ("rereplicate_peers_known_epoch", len(self._epochs)),
+            ("rereplicate_jobs_to_check", len(self._pending)),
             ("rereplicate_jobs_below_level", below),
-            ("rereplicate_jobs_restored", self.heal_jobs_restored),
-            ("rereplicate_copies_restored", self.heal_copies_restored),
-            ("rereplicate_jobs_resent", self.heal_jobs_resent),
-            ("rereplicate_pass_in_progress", int(bool(self._heal_left))),
+            ("rereplicate_jobs_restored", self.jobs_restored),
+            ("rereplicate_copies_restored", self.copies_restored),
+            ("rereplicate_jobs_resent", self.jobs_resent),
+            ("rereplicate_pass_in_progress", int(bool(self._left))),
         ]
 
 

@@ -1,86 +1,170 @@
-"""One Disque node: the compiled job core plus the Python that reacts to
-the cluster and to parked clients.
+"""One Disque node: the compiled job core, and the components around it
+that react to the cluster and to parked clients.
 
-NodeCore (engine/node.pxi) holds the jobs, the queues, the awake schedule
-and the job lifecycle (its docstring has the state machine and the rules
-it keeps). Node adds, as mixins over that state, what concerns other nodes
-or waiting clients: replication.py (copies), acks.py (collecting acks),
-requeue.py (re-queue messages), federation.py (moving jobs to consumers),
-peers.py (the cluster view and the outbox), consumer.py (parked GETJOBs),
-patterns.py (GETJOB PATTERN),
-waits.py (parked WAITJOBs and QWAITs),
-memory.py (the memory policy), healing.py (copies made again when holders
-are lost); and here, the timers: tick() runs what the awake schedule says
-is due, deadlines of parked clients, and healing's paced work. The node
-is pure: no asyncio, sockets or files; effects go to `self.effects`.
+NodeCore (engine/node/) holds the jobs, the queues, the awake schedule and
+the job lifecycle (engine/node/node.pxi has the state machine and the rules
+it keeps). Node is that core plus components, each with the state it owns
+and the others it needs given when it is made:
+
+    parking      (waiters.py)      parked clients: their count, deadlines, answers
+    healing      (healing.py)      copies made again when holders are lost
+    memory       (memory.py)       the memory policy, idle queues forgotten
+    replication  (replication.py)  producers waiting for copies; promise rounds
+    acks         (acks.py)         ack collections: SETACK, GOTACK, DELJOB
+    requeue      (requeue.py)      re-queue messages between holders; QREQUEUE
+    federation   (federation.py)   jobs moved to where consumers wait
+    consumers    (consumers.py)    parked GETJOBs (FROM and PATTERN), PAUSE
+    waits        (waits.py)        parked WAITJOBs and QWAITs
+
+The engine calls them only through the NodeHooks wired below. Here: the
+cluster view, the dispatch of peers' job messages, the timers (tick() runs
+what the awake schedule says is due, the parked clients' deadlines, and
+each component's paced work), FLUSHALL and the AOF's jobs. The node is
+pure: no asyncio, sockets or files; effects go to `self.effects`.
 """
 
 from __future__ import annotations
 
-
-from disque_py.formats import bus as msg
-from disque_py.node.acks import AcksMixin
 from disque_py.base.clock import Clock
-from disque_py.node.consumer import ConsumerMixin
-from disque_py.base.effects import Unblock
-from disque_py.node.federation import FederationMixin, FederationStats
-from disque_py.node.healing import HealingMixin
-from disque_py.engine import (ACKED, ACTIVE, DEDUP_KEY_FIELD, DEDUP_QUEUE_FIELD, DEDUP_UNTIL_FIELD, FLAG_BCAST_WILLQUEUE, GONE_EXPIRED, PAUSED_IN, QUEUED, QUEUE_MEMORY_OVERHEAD, WILLQUEUE_ADVANCE_MS, Job, JobTable, NodeCore, NodeHooks, job_options)
-from disque_py.base.replies import (REMOVED_BEFORE_COPIES)
-from disque_py.node.peers import PeersMixin, new_tuple
-from disque_py.node.memory import MemoryPolicyMixin
-from disque_py.node.patterns import PatternConsumerMixin
-from disque_py.node.replication import REPLICATION_RETRY_MS, ReplicationMixin
-from disque_py.node.requeue import RequeueMixin
+from disque_py.base.errors import LeavingError, NoReplError
+from disque_py.base.replies import LEAVING_MESSAGE, REMOVED_BEFORE_COPIES
 from disque_py.base.scantable import ScanTable
-from disque_py.node.waiters import DUPLICATE_ADD, JOB_REPLICATION, TIMED_OUT, Deadlines
-from disque_py.node.waits import WaitsMixin
-from disque_py.base.errors import NoReplError
+from disque_py.engine import (ACKED, ACTIVE, DEDUP_KEY_FIELD, DEDUP_QUEUE_FIELD, DEDUP_UNTIL_FIELD,
+                              FLAG_BCAST_WILLQUEUE, GONE_EXPIRED, PAUSED_IN, QUEUED,
+                              WILLQUEUE_ADVANCE_MS, Job, JobTable, NodeCore, NodeHooks,
+                              job_options)
+from disque_py.formats import bus as msg
+from disque_py.node.acks import Acks
+from disque_py.node.consumers import Consumers
+from disque_py.node.federation import Federation
+from disque_py.node.healing import Healing
+from disque_py.node.memory import MemoryPolicy
+from disque_py.node.replication import REPLICATION_RETRY_MS, Replication
+from disque_py.node.requeue import Requeue
+from disque_py.node.waiters import DUPLICATE_ADD, JOB_REPLICATION, TIMED_OUT, Parking
+from disque_py.node.waits import Waits
 
-QUEUE_MAX_IDLE_S = 5 * 60
 AWAKE_BATCH = 2000            # jobs handled per timer slice, so clients interleave
 FREE_SLICE_JOBS = 20_000      # flushed jobs released per timer slice (a few ms)
 DEFAULT_MAXMEMORY = 1024 ** 3
 QUEUE_TABLE_PARTITIONS = 256
 
 
-class Node(NodeCore, MemoryPolicyMixin, ConsumerMixin, PatternConsumerMixin, AcksMixin,
-           ReplicationMixin, RequeueMixin, FederationMixin, PeersMixin, HealingMixin, WaitsMixin):
+class Node(NodeCore):
     def __init__(self, node_id: bytes, clock: Clock | None = None,
                  id_seed: bytes | None = None) -> None:
         clock = clock or Clock()
         self.init_core(node_id, clock, id_seed, ScanTable(QUEUE_TABLE_PARTITIONS))
-        self.deadlines = Deadlines()
-        self.replicating: dict = {}               # jobs whose producer awaits copies
-        self.waiting_queues: dict = {}            # queues with parked consumers
-        self.blocked_clients = 0
-        self.job_waits: dict = {}                 # WAITJOB: job ID -> its waiters
-        self.queue_waits: dict = {}               # QWAIT: queue name -> its wait
-        self.pattern_waiters: dict | None = None  # parked GETJOB PATTERNs
         self.maxmemory = DEFAULT_MAXMEMORY
-        self._evict_cursor = 0
         self._graveyard: list = []               # flushed job tables, freed in slices
-        self.confirming: dict = {}               # copies promised to duplicate ADDJOBs
-        # Cluster view; the membership layer keeps it current (set_cluster_view).
-        self.known_peers: set[bytes] = set()     # every other node past handshake
-        self.reachable: list[bytes] = []         # peers we can talk to now
-        self.federation = FederationStats()
-        self._needjobs_cron = 0
-        self.init_healing()
+        self.parking = Parking(self)
+        self.healing = Healing(self)
+        self.memory = MemoryPolicy(self)
+        self.replication = Replication(self, self.parking, self.healing)
+        self.acks = Acks(self, self.replication)
+        self.requeue = Requeue(self, self.acks)
+        self.federation = Federation(self, self.acks, self._queues_with_waiters)
+        self.consumers = Consumers(self, self.parking, self.federation)
+        self.waits = Waits(self, self.parking)
         self.index_node_ids()
-        self.hooks = NodeHooks(
-            wait_for_copies=self.wait_for_copies, replication_achieved=self.replication_achieved,
-            abandon_replication=self.abandon_replication,
-            follow_replication=self.follow_replication, confirm_copies=self.confirm_copies,
-            promise_progress=self.promise_progress, try_gc=self.try_gc,
-            serve_ready=self.serve_ready, block=self.block, block_pattern=self.block_pattern,
-            pattern_queues=self.pattern_queues, pattern_served=self.pattern_served,
-            need_jobs=self.need_jobs, job_live=self.on_job_live, job_done=self.on_job_done,
-            job_moved=self.waits_queue_moved, free_memory=self.free_memory)
+        self.hooks = self._wire_hooks()
+        self._peer_handlers = self._message_handlers()
+
+    def _wire_hooks(self) -> NodeHooks:
+        """Every call the engine makes into this layer (engine/node/hooks.pxi)."""
+        replication, consumers, waits = self.replication, self.consumers, self.waits
+        return NodeHooks(
+            wait_for_copies=replication.wait_for_copies,
+            replication_achieved=replication.achieved,
+            abandon_replication=replication.abandon,
+            follow_replication=replication.follow,
+            confirm_copies=replication.confirm_copies,
+            promise_progress=replication.promise_progress,
+            try_gc=self.acks.try_gc,
+            serve_ready=consumers.serve_ready,
+            block=consumers.block,
+            block_pattern=consumers.block_pattern,
+            pattern_queues=consumers.pattern_queues,
+            pattern_served=consumers.pattern_served,
+            need_jobs=self.federation.need_jobs,
+            job_live=waits.job_live,
+            job_done=waits.job_done,
+            job_moved=waits.job_moved,
+            free_memory=self.memory.free)
+
+    def _message_handlers(self) -> dict:
+        """The component that answers each job-protocol message."""
+        acks, requeue, federation = self.acks, self.requeue, self.federation
+        return {
+            msg.REPLJOB: self.healing.on_repljob,     # on_repljob, then healing's marks
+            msg.GOTJOB: self.on_gotjob,
+            msg.ENQUEUE: self.replication.on_enqueue_message,
+            msg.QUEUED: requeue.on_queued,
+            msg.WORKING: requeue.on_working,
+            msg.WILLQUEUE: requeue.on_willqueue,
+            msg.SETACK: acks.on_setack,
+            msg.GOTACK: acks.on_gotack,
+            msg.DELJOB: acks.on_deljob,
+            msg.PAUSE: self.consumers.on_pause,
+            msg.NEEDJOBS: federation.on_needjobs,
+            msg.YOURJOBS: federation.on_yourjobs,
+        }
+
+    def _queues_with_waiters(self):
+        return self.consumers.queues_with_waiters()
 
     def set_node_id(self, node_id: bytes, id_seed: bytes | None = None) -> None:
         self.set_identity(node_id, id_seed)
         self.index_node_ids()
+
+    # ------------------------------------------------------- cluster view
+
+    def set_cluster_view(self, size: int, known: set[bytes], reachable: int,
+                         linked: list[bytes], leaving: bool, failed=None, epochs=None) -> None:
+        """The membership layer's view, pushed after every change.
+
+        `reachable` counts peers not flagged failing (what ADDJOB checks its
+        REPLICATE against, as Disque does); `linked` are those we can send
+        to right now (where copies are asked for). `failed` (the peers
+        flagged FAIL) and `epochs` ({peer: start epoch}) tell healing.py
+        which holders were lost; None from a caller that does not know."""
+        self.cluster_size = size
+        self.known_peers = known
+        self.has_peers = bool(known)
+        self.index_node_ids()
+        self.reachable = linked
+        self.reachable_peers = reachable
+        was_leaving, self.leaving = self.leaving, leaving
+        if leaving and not was_leaving:
+            leaving_error = LeavingError(LEAVING_MESSAGE)
+            self.replication.abandon_all(leaving_error)
+            self.consumers.release_all(leaving_error)
+        self.healing.view(failed, epochs)
+
+    def index_node_ids(self) -> None:
+        """node_ids: each known node's ID and this node's, ID -> the same
+        object, so that the holders of the jobs copied here share them."""
+        node_ids = self.node_ids = {node_id: node_id for node_id in self.known_peers}
+        node_ids[self.id] = self.id
+
+    def on_peer_message(self, sender: bytes, kind: int, mflags: int, body) -> None:
+        """A job-protocol message from a known node. The peers' messages
+        arrive decoded and from a known sender; every handler tolerates
+        duplicates, reordering, unknown jobs and jobs in any state."""
+        handler = self._peer_handlers.get(kind)
+        if handler is None:
+            return
+        if kind in (msg.REPLJOB, msg.YOURJOBS):
+            handler(sender, mflags, body.jobs)
+        elif kind in (msg.NEEDJOBS, msg.PAUSE):
+            handler(sender, body.queue, body.aux)
+        else:
+            for job_id, aux in body.items:
+                handler(sender, mflags, job_id, aux)
+        if self.ready:
+            self.consumers.serve_ready()
+
+    # ------------------------------------------------------------ the AOF
 
     def load_job(self, record, enqueue: bool) -> bool:
         """A job from the AOF: back as active (re-queued by its retry timer),
@@ -124,40 +208,39 @@ class Node(NodeCore, MemoryPolicyMixin, ConsumerMixin, PatternConsumerMixin, Ack
         now = self.clock.now_ms()
         if self._graveyard:
             return now
-        candidates = [self.schedule.next_due(), self.deadlines.next_due(),
-                      self.dedup.next_due()]
-        if self.replicating or self.confirming:
+        replication = self.replication
+        candidates = [self.schedule.next_due(), self.parking.deadlines.next_due(),
+                      self.dedup.next_due(), self.healing.next_due()]
+        if replication.replicating or replication.confirming:
             candidates.append(now + REPLICATION_RETRY_MS)
-        if self._heal_left or self._heal_pending or self._heal_watch_heap:
-            candidates.append(self.heal_next_due())
         due = [at for at in candidates if at is not None]
         return min(due) if due else None
 
     def tick(self, limit: int = AWAKE_BATCH) -> bool:
         """Run due timers (up to `limit` jobs). True if more are already due."""
         now = self.clock.now_ms()
-        for waiter in self.deadlines.pop_expired(now):
+        replication, consumers = self.replication, self.consumers
+        for waiter in self.parking.deadlines.pop_expired(now):
             if waiter.kind in (JOB_REPLICATION, DUPLICATE_ADD):
-                self.replication_timed_out(waiter)
+                replication.timed_out(waiter)
             else:
-                self.release(waiter, TIMED_OUT)
-        if self.replicating:
-            self.tick_replication(now)
-        if self.confirming:
-            self.tick_promises(now)
+                self.parking.release(waiter, TIMED_OUT)
+        if replication.replicating:
+            replication.tick(now)
+        if replication.confirming:
+            replication.tick_promises(now)
         dedup_due = self.dedup.next_due()
         if dedup_due is not None and dedup_due <= now:
             self.used_memory -= self.dedup.expire(now, limit)
-        if self.waiting_queues or self.pattern_waiters is not None:
-            self.tick_federation(now)
-        if (self._heal_left or self._heal_pending or self._heal_watch_heap or self._heal_marks
-                or self._heal_short) and now >= self._heal_next:
-            self.tick_healing(now)
+        if consumers.waiting_queues or consumers.pattern_waiters is not None:
+            self.federation.tick(now)
+        if self.healing.due(now):
+            self.healing.tick(now)
         due = self.schedule.pop_due(now, limit)
         for job in due:
             self.process_job(job, now)
         if self.ready:
-            self.serve_ready()      # jobs the timers queued may be awaited
+            consumers.serve_ready()      # jobs the timers queued may be awaited
         if self._graveyard:
             self._free_some()
         return len(due) >= limit
@@ -172,7 +255,7 @@ class Node(NodeCore, MemoryPolicyMixin, ConsumerMixin, PatternConsumerMixin, Ack
         if state == ACTIVE or state == QUEUED:
             if job.flags & FLAG_BCAST_WILLQUEUE and job.qtime - WILLQUEUE_ADVANCE_MS <= now:
                 if state != QUEUED and job.delivered is not self._only_me:
-                    self.announce_willqueue(job)
+                    self.requeue.announce_willqueue(job)
                 job.flags &= ~FLAG_BCAST_WILLQUEUE
             if state == ACTIVE and job.qtime <= now:
                 q = self.queues.get(job.queue)
@@ -184,30 +267,10 @@ class Node(NodeCore, MemoryPolicyMixin, ConsumerMixin, PatternConsumerMixin, Ack
                 job.flags |= FLAG_BCAST_WILLQUEUE
                 job.qtime = self.retry_time(job, now)
         elif state == ACKED:
-            self.try_gc(job, from_timer=True)
+            self.acks.try_gc(job, from_timer=True)
             return
         if job.awake_due is None:
             self.update_awake(job)
-
-    def evict_idle_queues(self, budget: int = 64) -> int:
-        """Forget empty, idle, unpaused queues nobody waits on (a slice per call).
-
-        Idle means 5 minutes, 10 s above 75% of maxmemory, 2 s above 95%."""
-        now_s = self.clock.now_ms() // 1000
-        max_idle = (QUEUE_MAX_IDLE_S, QUEUE_MAX_IDLE_S // 30, 2)[self.memory_warning_level()]
-        parts = self.queues.partitions()
-        evicted = 0
-        for _ in range(budget):
-            part = parts[self._evict_cursor]
-            self._evict_cursor = (self._evict_cursor + 1) % len(parts)
-            for name, q in list(part.items()):
-                if q.is_evictable(now_s, max_idle):
-                    self.queues.pop(name)
-                    self.queues_version += 1
-                    q.live = False
-                    self.used_memory -= QUEUE_MEMORY_OVERHEAD
-                    evicted += 1
-        return evicted
 
     # ---------------------------------------------------------- flushing
 
@@ -215,23 +278,19 @@ class Node(NodeCore, MemoryPolicyMixin, ConsumerMixin, PatternConsumerMixin, Ack
         """Forget every job and queue; the jobs themselves are freed in slices.
 
         Parked GETJOB clients (PATTERN ones too) get the timeout reply
-        first, as in Disque;
-        parked WAITJOBs and QWAITs are answered: every job is deleted.
-        The schedule and the queue lists are cleared at once (that only
-        drops references: the jobs table still holds every job); the old
-        table then releases its jobs a slice per tick, so freeing a million
-        jobs never stalls the server.
+        first, as in Disque; parked WAITJOBs and QWAITs are answered: every
+        job is deleted. The schedule and the queue lists are cleared at once
+        (that only drops references: the jobs table still holds every job);
+        the old table then releases its jobs a slice per tick, so freeing a
+        million jobs never stalls the server.
         """
-        for q in list(self.queues.values()):
-            for waiter in list(q.waiters or ()):
-                self.release(waiter, TIMED_OUT)
-        for waiter in list(self.pattern_waiters or ()):
-            self.release(waiter, TIMED_OUT)
-        self.release_completion_waits_flushed()
-        for job in list(self.replicating):      # producers waiting for copies
-            self.abandon_replication(job, NoReplError(REMOVED_BEFORE_COPIES))
+        replication = self.replication
+        self.consumers.flushed()
+        self.waits.flushed()
+        for job in list(replication.replicating):      # producers waiting for copies
+            replication.abandon(job, NoReplError(REMOVED_BEFORE_COPIES))
         self.extras.clear()
-        self.tick_promises(self.clock.now_ms())   # duplicates awaiting a promise round
+        replication.tick_promises(self.clock.now_ms())   # duplicates awaiting a promise round
         old_jobs, old_queues = self.jobs, self.queues
         self.schedule.clear()
         for q in old_queues.values():
@@ -240,11 +299,10 @@ class Node(NodeCore, MemoryPolicyMixin, ConsumerMixin, PatternConsumerMixin, Ack
         self.jobs = JobTable()
         self.queues = ScanTable(QUEUE_TABLE_PARTITIONS)
         self.queues_version += 1
-        self.forget_patterns()
         self.ready.clear()
         self.dedup.clear()
         self.used_memory = 0
-        self.heal_reset()
+        self.healing.reset()
         self._graveyard.append(old_jobs)
 
     def _free_some(self, budget_jobs: int = FREE_SLICE_JOBS) -> None:
@@ -256,28 +314,3 @@ class Node(NodeCore, MemoryPolicyMixin, ConsumerMixin, PatternConsumerMixin, Ack
     @property
     def freeing(self) -> bool:
         return bool(self._graveyard)
-
-    # ------------------------------------------------------------ effects
-
-    def release(self, waiter, outcome) -> None:
-        """Unpark a client with an outcome (see waiters.py)."""
-        if not waiter.active:
-            return
-        self.forget_waiter(waiter)
-        self.effects.append(new_tuple(Unblock, (waiter, outcome)))
-
-
-Node._PEER_HANDLERS = {
-    msg.REPLJOB: Node.on_repljob_healing,     # on_repljob, then healing's marks
-    msg.GOTJOB: Node.on_gotjob,
-    msg.ENQUEUE: Node.on_enqueue_message,
-    msg.QUEUED: Node.on_queued,
-    msg.WORKING: Node.on_working,
-    msg.WILLQUEUE: Node.on_willqueue,
-    msg.SETACK: Node.on_setack,
-    msg.GOTACK: Node.on_gotack,
-    msg.DELJOB: Node.on_deljob,
-    msg.PAUSE: Node.on_pause,
-    msg.NEEDJOBS: Node.on_needjobs,
-    msg.YOURJOBS: Node.on_yourjobs,
-}

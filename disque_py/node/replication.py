@@ -19,121 +19,147 @@ same DEDUP key meanwhile follows the first: it gets the same answer.
 
 from __future__ import annotations
 
-from disque_py.formats import bus as msg
-from disque_py.base.effects import ToPeer
-from disque_py.engine import (ACKED, ACTIVE, FLAG_BCAST_QUEUED, FLAG_BCAST_WILLQUEUE, FLAG_CONFIRMED, FLAG_PROMISED, PAUSED_IN, QUEUED, TIME_ERROR_MS, WAIT_REPL, Job, deserialize_jobs, new_job, serialize_job)
-from disque_py.base.replies import (REMOVED_BEFORE_COPIES)
-from disque_py.node.peers import new_tuple
-from disque_py.node.waiters import DUPLICATE_ADD, JOB_REPLICATION, Waiter
 from disque_py.base.errors import NoReplError
-from disque_py.base.replies import FIRST_ADD_GONE, TIMEOUT_BEFORE_COPIES
+from disque_py.base.replies import FIRST_ADD_GONE, REMOVED_BEFORE_COPIES, TIMEOUT_BEFORE_COPIES
+from disque_py.engine import (ACKED, ACTIVE, FLAG_BCAST_QUEUED, FLAG_CONFIRMED, FLAG_PROMISED,
+                              PAUSED_IN, QUEUED, Job)
+from disque_py.formats import bus as msg
+from disque_py.node.waiters import DUPLICATE_ADD, JOB_REPLICATION, Waiter
 
 REPLICATION_RETRY_MS = 50
 RTT_RETRY_FACTOR = 4          # retry once a job waited this many recent round trips
 
 
-class ReplicationMixin:
+class Replication:
+    """The copies this node waits for: its producers' and its DEDUP
+    duplicates' (promise rounds)."""
+
+    def __init__(self, core, parking, healing) -> None:
+        self.core = core
+        self.parking = parking
+        self.healing = healing
+        self.replicating: dict[Job, None] = {}   # jobs whose producer awaits copies, by last ask
+        self.confirming: dict = {}               # copies promised to duplicate ADDJOBs: job -> extra
+        parking.owns(JOB_REPLICATION, _nothing_to_forget, cancel=self._producer_gone)
+        parking.owns(DUPLICATE_ADD, self.forget_follower)
+
     # ------------------------------------------------------------ producer
 
     def wait_for_copies(self, job: Job, client, deadline_ms: int, extra_copies: int,
                         external: bool, now: int) -> None:
         """Park the producer on `job` and ask peers for the copies."""
-        extra = self.more(job)
-        extra.confirmed = set() if external else {self.id}
+        core = self.core
+        extra = core.more(job)
+        extra.confirmed = set() if external else {core.id}
         waiter = Waiter(client, JOB_REPLICATION, deadline_ms)
         waiter.job = job
         extra.waiter = waiter
-        self.deadlines.add(waiter)
-        self.blocked_clients += 1
+        self.parking.start(waiter)
         self.replicating[job] = None
-        self.update_awake(job)          # its TTL runs while it waits
-        self.replicate(job, extra_copies, noreply=False)
+        core.update_awake(job)          # its TTL runs while it waits
+        core.replicate(job, extra_copies, noreply=False)
         extra.repl_added_at = now
 
-    def tick_replication(self, now: int) -> None:
+    def tick(self, now: int) -> None:
         """Ask one more node for the jobs that waited too long. `replicating`
         is ordered by when each job last asked, so only due jobs are seen."""
+        core = self.core
         replicating = self.replicating
-        wait = max(REPLICATION_RETRY_MS, RTT_RETRY_FACTOR * self.repl_rtt_ms)
+        wait = max(REPLICATION_RETRY_MS, RTT_RETRY_FACTOR * core.repl_rtt_ms)
         due = []
-        extras = self.extras
+        extras = core.extras
         for job in replicating:
             if now - extras[job].repl_added_at < wait:
                 break
             due.append(job)
         for job in due:
-            self.replicate(job, 1, noreply=False)
+            core.replicate(job, 1, noreply=False)
             extras[job].repl_added_at = now
             del replicating[job]
             replicating[job] = None         # to the back: asked last
 
-    def replication_achieved(self, job: Job) -> bool:
+    def achieved(self, job: Job) -> bool:
         """Enough copies: answer the producer, queue the job (here, unless
         every copy is external). False if the job left this node."""
+        core = self.core
         job.state = ACTIVE
         job.flags |= FLAG_CONFIRMED
         self.replicating.pop(job, None)
-        extra = self.more(job)
+        extra = core.more(job)
         waiter, extra.waiter = extra.waiter, None
         if waiter is not None:
-            self.release(waiter, job.id)
+            self.parking.release(waiter, job.id)
         self._release_followers(extra, job.id)
-        if self.id not in job.delivered:
-            self.log_dedup(job)             # no copy here: its key's own record
+        if core.id not in job.delivered:
+            core.log_dedup(job)             # no copy here: its key's own record
             holders = sorted(extra.confirmed or ())
             if holders:
-                self.send(self.rng.choice(holders), msg.ENQUEUE, (job.id, job.delay))
-            self.unregister(job)
+                core.send(core.rng.choice(holders), msg.ENQUEUE, (job.id, job.delay))
+            core.unregister(job)
             return False
         extra.confirmed = None
         if job.delay == 0:
-            self.enqueue(job)
+            core.enqueue(job)
         else:
-            self.update_awake(job)
-        self.persist_job(job)
+            core.update_awake(job)
+        core.persist_job(job)
         return True
 
-    def abandon_replication(self, job: Job, outcome, keep_promised: bool = False) -> None:
+    def abandon(self, job: Job, outcome, keep_promised: bool = False) -> None:
         """Give up waiting for copies: delete the job everywhere (best
         effort) and answer the producer with `outcome` (None: it is gone).
         With `keep_promised`, a job a holder promised to a duplicate ADDJOB
         (DEDUP) stays, as an ordinary job: only this ADDJOB failed."""
+        core = self.core
         self.replicating.pop(job, None)
-        extra = self.more(job)
+        extra = core.more(job)
         waiter, extra.waiter = extra.waiter, None
         job.state = ACTIVE
         if keep_promised and job.flags & FLAG_PROMISED:
             extra.confirmed = None
-            self.enqueue(job)
-            self.persist_job(job)
+            core.enqueue(job)
+            core.persist_job(job)
         else:
-            self.send_to(job.delivered, msg.DELJOB, (job.id, 0), msg.MSG_ABANDONED)
-            self.forget_dedup(job)
-            self.unregister(job)
+            core.send_to(job.delivered, msg.DELJOB, (job.id, 0), msg.MSG_ABANDONED)
+            core.forget_dedup(job)
+            core.unregister(job)
         if waiter is not None:
             if outcome is None:
-                self.forget_waiter(waiter)
+                self.parking.forget(waiter)
             else:
-                self.release(waiter, outcome)
+                self.parking.release(waiter, outcome)
         self._release_followers(extra, NoReplError(FIRST_ADD_GONE) if outcome is None
                                 else outcome)
 
-    def replication_timed_out(self, waiter: Waiter) -> None:
+    def abandon_all(self, outcome) -> None:
+        """This node is leaving: every waiting ADDJOB fails with `outcome`,
+        but a job whose copy here was promised to a duplicate ADDJOB
+        elsewhere stays, as when the ADDJOB times out: the duplicate may
+        have counted this copy."""
+        for job in list(self.replicating):
+            self.abandon(job, outcome, keep_promised=True)
+
+    def _producer_gone(self, waiter: Waiter) -> None:
+        """The client of a waiting ADDJOB went away (Parking.cancel)."""
+        self.abandon(waiter.job, None, keep_promised=True)
+
+    def timed_out(self, waiter: Waiter) -> None:
         if waiter.kind == DUPLICATE_ADD:       # the first ADDJOB still waits
-            self.release(waiter, NoReplError(TIMEOUT_BEFORE_COPIES))
+            self.parking.release(waiter, NoReplError(TIMEOUT_BEFORE_COPIES))
         else:
-            self.abandon_replication(waiter.job, NoReplError(TIMEOUT_BEFORE_COPIES), True)
+            self.abandon(waiter.job, NoReplError(TIMEOUT_BEFORE_COPIES), True)
 
     def keep_promised(self, job: Job) -> None:
         """The producer gave up on `job` (DELJOB flagged MSG_ABANDONED), but
         its ID was promised to a duplicate ADDJOB: this holder keeps it
         (the other promised holders too), queues it, and has it healed back
-        to its level (healing.py: heal_after_abandon), since the producer
+        to its level (healing.py: after_abandon), since the producer
         and every holder that promised nothing deleted their copies."""
+        core = self.core
         if job.state != QUEUED:
-            self.enqueue(job)
-        self.persist_job(job)
-        self.heal_after_abandon(job)
+            core.enqueue(job)
+        core.persist_job(job)
+        self.healing.after_abandon(job)
 
     def confirm_copies(self, job: Job, client, deadline_ms: int, copies: int) -> Waiter:
         """A duplicate ADDJOB found a copy here whose first ADDJOB's fate
@@ -143,14 +169,15 @@ class ReplicationMixin:
         its copy if that first ADDJOB fails (a holder without one makes
         none). A duplicate that joins a round under way asks again (frames
         may have been lost); its own timeout gives NOREPL."""
-        self.promise_copy(job)
-        waiter = self.follow_replication(job, client, deadline_ms)
+        core = self.core
+        core.promise_copy(job)
+        waiter = self.follow(job, client, deadline_ms)
         waiter.copies = copies
-        extra = self.more(job)
+        extra = core.more(job)
         if extra.confirmed is None:
-            extra.confirmed = {self.id}
-        self.replicate(job, 0, noreply=False, promised=True)
-        extra.repl_added_at = self.clock.now_ms()
+            extra.confirmed = {core.id}
+        core.replicate(job, 0, noreply=False, promised=True)
+        extra.repl_added_at = core.clock.now_ms()
         self.confirming[job] = extra
         return waiter
 
@@ -159,15 +186,16 @@ class ReplicationMixin:
         frame may have been lost); a round nobody waits for any more ends,
         and one whose job left this node or was acked answers its
         duplicates (the ID if it was acked, else NOREPL)."""
-        wait = max(REPLICATION_RETRY_MS, RTT_RETRY_FACTOR * self.repl_rtt_ms)
+        core = self.core
+        wait = max(REPLICATION_RETRY_MS, RTT_RETRY_FACTOR * core.repl_rtt_ms)
         for job, extra in list(self.confirming.items()):
-            if self.extras.get(job) is not extra or job.state == ACKED:
+            if core.extras.get(job) is not extra or job.state == ACKED:
                 self.end_promise_round(job, extra)
             elif not extra.followers or extra.confirmed is None:
                 del self.confirming[job]
                 extra.confirmed = None
             elif now - extra.repl_added_at >= wait:
-                self.replicate(job, 0, noreply=False, promised=True)
+                core.replicate(job, 0, noreply=False, promised=True)
                 extra.repl_added_at = now
 
     def end_promise_round(self, job: Job, extra) -> None:
@@ -184,7 +212,7 @@ class ReplicationMixin:
         with nobody left waiting) the round ends."""
         confirmed = len(extra.confirmed)
         for waiter in [w for w in extra.followers if w.copies <= confirmed]:
-            self.release(waiter, job.id)
+            self.parking.release(waiter, job.id)
         if confirmed >= job.repl:
             job.flags |= FLAG_CONFIRMED
             self._release_followers(extra, job.id)
@@ -192,44 +220,51 @@ class ReplicationMixin:
             extra.confirmed = None
             self.confirming.pop(job, None)
 
-    def follow_replication(self, job: Job, client, deadline_ms: int) -> Waiter:
+    def follow(self, job: Job, client, deadline_ms: int) -> Waiter:
         """Park a duplicate ADDJOB (its DEDUP key names `job`, which still
         waits for its copies) until the first one's answer or its own
         deadline (then NOREPL, as its own ADDJOB would get)."""
         waiter = Waiter(client, DUPLICATE_ADD, deadline_ms)
         waiter.job = job
-        extra = self.more(job)
+        extra = self.core.more(job)
         if extra.followers is None:
             extra.followers = []
         extra.followers.append(waiter)
-        self.start_waiting(waiter)
+        self.parking.start(waiter)
         return waiter
 
     def forget_follower(self, waiter: Waiter) -> None:
-        extra = self.extras.get(waiter.job)
+        extra = self.core.extras.get(waiter.job)
         if extra is not None and extra.followers and waiter in extra.followers:
             extra.followers.remove(waiter)
 
     def _release_followers(self, extra, outcome) -> None:
         followers, extra.followers = extra.followers, None
         for waiter in followers or ():
-            self.release(waiter, outcome)
+            self.parking.release(waiter, outcome)
 
     # ------------------------------------------------------------ holders
     # REPLJOB (on_repljob), GOTJOB (on_gotjob) and sending REPLJOB
     # (replicate) are every replicated job's cost: NodeCore runs them in C
-    # (engine/copies.pxi).
+    # (engine/node/copies.pxi).
 
     def on_enqueue_message(self, sender: bytes, mflags: int, job_id: bytes, delay: int) -> None:
         """ENQUEUE: the producer kept no copy and asks us to queue it first."""
-        job = self.jobs.get(job_id)
+        core = self.core
+        job = core.jobs.get(job_id)
         if job is None or job.state >= QUEUED:
             return
-        q = self.queues.get(job.queue)
+        q = core.queues.get(job.queue)
         if q is not None and q.flags & PAUSED_IN:
             return
         job.flags &= ~FLAG_BCAST_QUEUED
         if delay == 0:
-            self.enqueue(job)
+            core.enqueue(job)
         else:
-            self.set_requeue_time(job, self.clock.now_ms() + delay * 1000)
+            core.set_requeue_time(job, core.clock.now_ms() + delay * 1000)
+
+
+def _nothing_to_forget(waiter: Waiter) -> None:
+    """A producer's waiter is on no structure of its own: the job's extra
+    record holds it, and achieved()/abandon() take it off."""
+

@@ -23,21 +23,29 @@ from disque_py.formats import bus as msg
 from disque_py.engine import ACKED, ACTIVE, FLAG_BCAST_WILLQUEUE, QUEUED
 
 
-class RequeueMixin:
+class Requeue:
+    """Re-queue messages: what this node tells the other holders, and how
+    it answers theirs."""
+
+    def __init__(self, core, acks) -> None:
+        self.core = core
+        self.acks = acks
+
     def requeue_dead(self, dead_queue: bytes, to_queue: bytes | None, count: int) -> int:
         """QREQUEUE: dead jobs back to work here; their other holders get
         the revised job (REPLJOB with MSG_REVISED) and follow."""
-        moved = self.revive_dead(dead_queue, to_queue, count)
-        now_s = self.clock.now_ms() // 1000
+        core = self.core
+        moved = core.revive_dead(dead_queue, to_queue, count)
+        now_s = core.clock.now_ms() // 1000
         for job in moved:
             for node_id in job.delivered:
-                if node_id != self.id:
-                    self.send(node_id, msg.REPLJOB, self.job_bytes(job, now_s, node_id),
+                if node_id != core.id:
+                    core.send(node_id, msg.REPLJOB, core.job_bytes(job, now_s, node_id),
                               msg.MSG_NOREPLY | msg.MSG_REVISED)
         return len(moved)
 
     def announce_willqueue(self, job) -> None:
-        self.send_to(job.delivered, msg.WILLQUEUE, (job.id, 0))
+        self.core.send_to(job.delivered, msg.WILLQUEUE, (job.id, 0))
 
     def on_queued(self, sender: bytes, mflags: int, job_id: bytes, aux: int) -> None:
         self._postpone(sender, mflags, job_id, working=False, delay_ms=aux)
@@ -47,20 +55,21 @@ class RequeueMixin:
 
     def _postpone(self, sender: bytes, mflags: int, job_id: bytes, working: bool,
                   delay_ms: int) -> None:
-        job = self.jobs.get(job_id)
+        core = self.core
+        job = core.jobs.get(job_id)
         if job is None:
             return
         if job.state == ACKED:
-            self.send_setack(sender, job)     # they re-queued what was delivered
+            self.acks.send_setack(sender, job)     # they re-queued what was delivered
             return
         if job.state == QUEUED and (working or delay_ms or mflags & msg.MSG_DEAD or
-                                    compare_node_ids_by_job(sender, self.id, job.id) > 0):
-            self.dequeue(job)
+                                    compare_node_ids_by_job(sender, core.id, job.id) > 0):
+            core.dequeue(job)
         if mflags & msg.MSG_DEAD:
-            self.mark_dead(job)
+            core.mark_dead(job)
         if job.retry:
             job.flags |= FLAG_BCAST_WILLQUEUE
-            self.set_requeue_time(job, self.retry_time(job, self.clock.now_ms()) + delay_ms)
+            core.set_requeue_time(job, core.retry_time(job, core.clock.now_ms()) + delay_ms)
         if not working and mflags & (msg.MSG_INCR_NACKS | msg.MSG_INCR_DELIV):
             if mflags & msg.MSG_INCR_NACKS:
                 job.nacks += 1
@@ -68,16 +77,17 @@ class RequeueMixin:
                 job.deliveries += 1
 
     def on_willqueue(self, sender: bytes, mflags: int, job_id: bytes, aux: int) -> None:
-        job = self.jobs.get(job_id)
+        core = self.core
+        job = core.jobs.get(job_id)
         if job is None:
             return
         if job.state in (ACTIVE, QUEUED):
             if sender not in job.delivered and job.delivered:
                 job.delivered = job.delivered + (sender,)
             if job.state == QUEUED:
-                self.send_to(job.delivered, msg.QUEUED, (job.id, 0))
+                core.send_to(job.delivered, msg.QUEUED, (job.id, 0))
         elif job.state == ACKED:
-            self.send_setack(sender, job)
+            self.acks.send_setack(sender, job)
 
 
 def compare_node_ids_by_job(node_a: bytes, node_b: bytes, job_id: bytes) -> int:

@@ -9,16 +9,17 @@ acknowledged: wait-repl, active or queued) to reach zero. The count is made
 by one scan of the job table when the first QWAIT on that queue starts, then
 kept by the hooks below, and shared by every QWAIT on that queue.
 
-Hooks: engine/node.pxi calls them only while job_waits or queue_waits is not
-empty, so a node nobody waits on pays nothing.
-  * on_job_done(job, reason): a job not yet acknowledged was acknowledged,
-    or left this node (GONE_* in core/job.py). GONE_MOVED (an at-most-once
-    job handed to another node) settles no WAITJOB position, since this node
-    cannot learn its fate; it does leave the queue's count.
-  * on_job_live(job): a job not acknowledged was registered here.
-  * waits_queue_moved(job, old_queue): for callers outside the engine; call
-    it when a live job changes queue (dead-lettering moves it from `q` to
-    `q:dead`) while queue_waits is not empty.
+Hooks (NodeHooks, engine/node/hooks.pxd): the engine calls them only while
+its switches say someone waits (NodeCore.watch_jobs: a WAITJOB is parked;
+watch_queues: a QWAIT is), which this component keeps, so a node nobody
+waits on pays nothing.
+  * job_done(job, reason): a job not yet acknowledged was acknowledged, or
+    left this node (the engine's GONE_* reasons). GONE_MOVED (an
+    at-most-once job handed to another node) settles no WAITJOB position,
+    since this node cannot learn its fate; it does leave the queue's count.
+  * job_live(job): a job not acknowledged was registered here.
+  * job_moved(job, old_queue): a live job changed queue (dead-lettering
+    moves it from `q` to `q:dead`).
 
 Rules kept:
   * job_waits maps a job ID to its waiters, queue_waits a queue name to its
@@ -26,9 +27,9 @@ Rules kept:
     creates a Queue: a plain Disque client sees nothing of it.
   * A waiter with nothing to wait for is never parked: the command answers
     at once.
-  * A waiter leaves through forget_waiter (core/consumer.py): released,
-    timed out, or its client went away; forget_completion_wait then takes it
-    off every entry that names it.
+  * A waiter leaves through Parking.forget (waiters.py): released, timed
+    out, or its client went away; forget then takes it off every entry that
+    names it.
   * At the timeout a waiter answers what it knows (commands/waits.py):
     WAITJOB its statuses, `pending` where still open; QWAIT 0.
 """
@@ -82,7 +83,17 @@ class OpenCount:
         self.waiters: dict[QueueWaiter, None] = {}
 
 
-class WaitsMixin:
+class Waits:
+    """The parked WAITJOBs and QWAITs of one node."""
+
+    def __init__(self, core, parking) -> None:
+        self.core = core
+        self.parking = parking
+        self.job_waits: dict[bytes, dict[JobsWaiter, None]] = {}   # job ID -> its waiters
+        self.queue_waits: dict[bytes, OpenCount] = {}              # queue name -> its count
+        parking.owns(WAITJOB, self.forget)
+        parking.owns(QWAIT, self.forget)
+
     # ------------------------------------------------------------ WAITJOB
 
     def wait_for_jobs(self, client, job_ids: list[bytes],
@@ -91,7 +102,7 @@ class WaitsMixin:
         no listed job is still open here)."""
         statuses: list[bytes] = []
         positions: dict[bytes, list[int]] = {}
-        jobs = self.jobs
+        jobs = self.core.jobs
         for index, job_id in enumerate(job_ids):
             job = jobs.get(job_id)
             if job is None:
@@ -107,8 +118,8 @@ class WaitsMixin:
         job_waits = self.job_waits
         for job_id in positions:
             job_waits.setdefault(job_id, {})[waiter] = None
-        self.watch_jobs = True
-        self.start_waiting(waiter)
+        self.core.watch_jobs = True
+        self.parking.start(waiter)
         return statuses, waiter
 
     def _settle_job(self, job_id: bytes, status: bytes) -> None:
@@ -117,13 +128,13 @@ class WaitsMixin:
         waiters = self.job_waits.pop(job_id, None)
         if waiters is None:
             return
-        self.watch_jobs = bool(self.job_waits)
+        self.core.watch_jobs = bool(self.job_waits)
         for waiter in waiters:
             statuses = waiter.statuses
             for index in waiter.positions.pop(job_id):
                 statuses[index] = status
             if not waiter.positions:
-                self.release(waiter, DONE)
+                self.parking.release(waiter, DONE)
 
     # -------------------------------------------------------------- QWAIT
 
@@ -135,16 +146,16 @@ class WaitsMixin:
             if not open_jobs:
                 return None
             count = self.queue_waits[name] = OpenCount(open_jobs)
-            self.watch_queues = True
+            self.core.watch_queues = True
         waiter = QueueWaiter(client, deadline_ms, name)
         count.waiters[waiter] = None
-        self.start_waiting(waiter)
+        self.parking.start(waiter)
         return waiter
 
     def count_open_jobs(self, name: bytes) -> int:
         """This node's jobs of queue `name` not yet acknowledged: one pass
         over the job table."""
-        jobs = self.jobs
+        jobs = self.core.jobs
         return sum(1 for index in range(jobs.partition_count)
                    for job in jobs.partition(index)
                    if job.state != ACKED and job.queue == name)
@@ -156,7 +167,7 @@ class WaitsMixin:
         count.open -= 1
         if count.open <= 0:
             for waiter in list(count.waiters):
-                self.release(waiter, DONE)
+                self.parking.release(waiter, DONE)
 
     def _count_up(self, name: bytes) -> None:
         count = self.queue_waits.get(name)
@@ -165,25 +176,25 @@ class WaitsMixin:
 
     # -------------------------------------------------------------- hooks
 
-    def on_job_done(self, job: Job, reason: int) -> None:
+    def job_done(self, job: Job, reason: int) -> None:
         if self.job_waits and reason != GONE_MOVED:
             self._settle_job(job.id, STATUS_BY_REASON[reason])
         if self.queue_waits:
             self._count_down(job.queue)
 
-    def on_job_live(self, job: Job) -> None:
+    def job_live(self, job: Job) -> None:
         self._count_up(job.queue)
 
-    def waits_queue_moved(self, job: Job, old_queue: bytes) -> None:
+    def job_moved(self, job: Job, old_queue: bytes) -> None:
         """A live job moved from `old_queue` to job.queue (dead-lettering)."""
         self._count_up(job.queue)
         self._count_down(old_queue)
 
     # ------------------------------------------------------------ leaving
 
-    def forget_completion_wait(self, waiter: Waiter) -> None:
+    def forget(self, waiter: Waiter) -> None:
         """Take a WAITJOB or QWAIT off the entries that name it (called by
-        forget_waiter, once)."""
+        Parking.forget, once)."""
         if waiter.kind == WAITJOB:
             job_waits = self.job_waits
             for job_id in waiter.positions:
@@ -192,20 +203,20 @@ class WaitsMixin:
                     waiters.pop(waiter, None)
                     if not waiters:
                         del job_waits[job_id]
-            self.watch_jobs = bool(job_waits)
+            self.core.watch_jobs = bool(job_waits)
             return
         count = self.queue_waits.get(waiter.queue)
         if count is not None:
             count.waiters.pop(waiter, None)
             if not count.waiters:
                 del self.queue_waits[waiter.queue]
-                self.watch_queues = bool(self.queue_waits)
+                self.core.watch_queues = bool(self.queue_waits)
 
-    def release_completion_waits_flushed(self) -> None:
+    def flushed(self) -> None:
         """DEBUG FLUSHALL deleted every job: every WAITJOB position still
         open is `deleted`, and every QWAIT's queue is empty."""
         for job_id in list(self.job_waits):
             self._settle_job(job_id, STATUS_DELETED)
         for count in list(self.queue_waits.values()):
             for waiter in list(count.waiters):
-                self.release(waiter, DONE)
+                self.parking.release(waiter, DONE)

@@ -27,7 +27,7 @@ from disque_py.cluster.membership import BUS_PORT_OFFSET, Membership
 from disque_py.cluster.membership import FAIL, HANDSHAKE, options_version_read
 from disque_py.base.effects import Connect, DropLink, ReplyOn, SaveConfig, Send, ToPeer
 from disque_py.base.disk_faults import DiskFaults
-from disque_py.server.persistence_service import StartupError
+from disque_py.base.errors import StartupError
 
 CRON_PERIOD_MS = 100
 INBOUND_CHECK_TICKS = 10          # check inbound bus links once a second
@@ -61,8 +61,8 @@ class ClusterService:
         self.runtime = runtime
         self.node = node
         self.config = config
-        self.config_path = os.path.abspath(config["cluster-config-file"])
-        self.membership = Membership(node.id, config["port"], config["cluster-node-timeout"],
+        self.config_path = os.path.abspath(config.cluster_config_file)
+        self.membership = Membership(node.id, config.port, config.cluster_node_timeout,
                                      node.clock, announce_ip)
         self.membership.load_records(records)
         self.bus = ClusterBus(self)
@@ -75,8 +75,8 @@ class ClusterService:
         self.save_faults = DiskFaults()      # DEBUG NODES-CONF-FAULT
         self._cron = None
         self.auth_secret: bytes | None = None
-        self.auth_mode = config["cluster-secret-mode"]
-        self._set_secret(config["cluster-secret"])
+        self.auth_mode = config.cluster_secret_mode
+        self._set_secret(config.cluster_secret)
         config.on_change("cluster-node-timeout", self.membership.set_node_timeout)
         config.on_change("cluster-secret", self._set_secret)
         config.on_change("cluster-secret-mode", self._set_secret_mode)
@@ -346,5 +346,5 @@ class ClusterService:
             ("cluster_config_save_error", self.config_save_error),
             ("cluster_bus_auth", ("off" if self.auth_secret is None else self.auth_mode)),
             *((f"cluster_bus_{name}", count) for name, count in self.bus.stats.items()),
-            *self.node.heal_info(),
+            *self.node.healing.info(),
         ]

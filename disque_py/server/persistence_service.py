@@ -41,7 +41,7 @@ import time
 from disque_py.base import log
 from disque_py.base.effects import AofDedup
 from disque_py.engine import deserialize_job
-from disque_py.base.errors import CommandError
+from disque_py.base.errors import CommandError, StartupError
 from disque_py.persistence import aof_format
 from disque_py.persistence.aof import OFF, ON, WAIT_REWRITE, AofWriter
 from disque_py.persistence.progress import ProgressMeter
@@ -52,10 +52,6 @@ from disque_py.base.replies import LOADJOB_ONLY_FROM_AOF
 DISQUE_BACKUP_SUFFIX = ".disque-1.0"   # where a converted Disque AOF is kept
 _DEDUP_RECORDS = (aof_format.DEDUP, aof_format.UNDEDUP)
 LOAD_SLICE_RECORDS = 1000      # records replayed between two turns of the loop, as Disque
-
-
-class StartupError(Exception):
-    """The AOF cannot be loaded: the server must not start."""
 
 
 class LoadStopped(Exception):
@@ -73,7 +69,7 @@ class PersistenceService:
         self.loaded_from_aof = False     # the jobs of an AOF were loaded at start
         self.load_progress: ProgressMeter | None = None    # from begin_loading to end_loading
         self._load_started_at = 0        # unix time: INFO loading_start_time
-        self.path = os.path.abspath(config["appendfilename"])
+        self.path = os.path.abspath(config.appendfilename)
         config.on_change("appendonly", self._set_appendonly)
         config.on_change("appendfsync", self._set_policy)
 
@@ -95,16 +91,16 @@ class PersistenceService:
         Raises LoadStopped if a shutdown came first (nothing is appended)."""
         config = self.config
         remove_leftovers(self.path)
-        enqueue_once = config["aof-enqueue-jobs-once"]
+        enqueue_once = config.aof_enqueue_jobs_once
         data_end, from_disque = 0, False
-        if (config["appendonly"] or enqueue_once) and os.path.exists(self.path):
+        if (config.appendonly or enqueue_once) and os.path.exists(self.path):
             data_end, from_disque = await self._load(enqueue_once)
             self.loaded_from_aof = True
             if enqueue_once:
                 self._turn_off_enqueue_once()
-        self.writer = AofWriter(self.path, config["appendfsync"], loop,
+        self.writer = AofWriter(self.path, config.appendfsync, loop,
                                 latency=self.server.latency)
-        if config["appendonly"]:
+        if config.appendonly:
             if from_disque:
                 data_end = self._convert_disque_file()
             self.writer.open(data_end)
@@ -204,7 +200,7 @@ class PersistenceService:
         self.node.restore_dedup(argv[1], argv[2], argv[3], until_ms, forget)
 
     def _damaged(self, damage: aof_format.AofDamage) -> None:
-        if damage.torn and self.config["aof-load-truncated"]:
+        if damage.torn and self.config.aof_load_truncated:
             log.warning("!!! Warning: short read while loading the AOF file %s !!! "
                         "The last record (at byte offset %d) was cut short by a crash "
                         "and is dropped.", self.path, damage.offset)
@@ -262,13 +258,13 @@ class PersistenceService:
         writer.every_second()
         if writer.state == ON and writer.rewrite is None and self._should_auto_rewrite():
             log.notice("Starting automatic rewriting of the AOF on %d%% growth",
-                       self.config["auto-aof-rewrite-percentage"])
+                       self.config.auto_aof_rewrite_percentage)
             self.start_rewrite()
 
     def _should_auto_rewrite(self) -> bool:
-        percentage = self.config["auto-aof-rewrite-percentage"]
+        percentage = self.config.auto_aof_rewrite_percentage
         writer = self.writer
-        if not percentage or writer.offset < self.config["auto-aof-rewrite-min-size"]:
+        if not percentage or writer.offset < self.config.auto_aof_rewrite_min_size:
             return False
         base = max(writer.base_size, 1)
         return (writer.offset - base) * 100 // base >= percentage

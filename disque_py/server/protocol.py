@@ -48,7 +48,7 @@ from disque_py.commands.context import (REPLY_MUTED, REPLY_OFF, Park, reply_flag
 from disque_py.engine import ConnectionBase
 from disque_py.persistence.aof import ON as AOF_ON
 from disque_py.formats.resp import Raw, encode, encode_into
-from disque_py.server import protected_mode
+from disque_py.config import protected_mode
 
 OUTPUT_HIGH_WATER = 4 * 1024 * 1024
 OUTPUT_LOW_WATER = 1024 * 1024
@@ -83,7 +83,7 @@ class ClientConnection(ConnectionBase, asyncio.Protocol):
     def connection_made(self, transport) -> None:
         self.transport = transport
         server = self.server
-        if len(server.clients) >= server.config["maxclients"]:
+        if len(server.clients) >= server.config.maxclients:
             self._refuse(MAX_CLIENTS_ERROR)
             return
         peer = transport.get_extra_info("peername")
@@ -95,7 +95,7 @@ class ClientConnection(ConnectionBase, asyncio.Protocol):
         local = transport.get_extra_info("sockname")
         fd = sock.fileno() if sock is not None else -1
         self.session = server.new_session(_format_addr(peer), _format_addr(local), fd, self)
-        keepalive = server.config["tcp-keepalive"]
+        keepalive = server.config.tcp_keepalive
         if keepalive and sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
             _set_keepalive(sock, keepalive)
 
@@ -203,7 +203,7 @@ class ClientConnection(ConnectionBase, asyncio.Protocol):
                 break
             reply = dispatch(server, session, argv)
             if node.ready:
-                node.serve_ready()
+                node.consumers.serve_ready()
             kind = type(reply)
             if session.reply_flags and _muted(session, kind):
                 pass

@@ -20,6 +20,7 @@ import os
 import time
 
 from disque_py.commands import CommandTable
+from disque_py.commands.services import ClusterControl, PersistenceControl
 from disque_py.node.node import Node
 from disque_py.engine import ServerCore, SessionCore, StatsCore
 from disque_py.monitoring.histogram import DurationHistogram
@@ -144,14 +145,16 @@ class ServerState(ServerCore):
         self.port = 0
         self.announce_ip = ""
         self.peak_memory = 0
-        self.commands = CommandTable(config["rename-command"])
+        self.commands = CommandTable(config.rename_command)
         self.set_hot_commands(self.commands.hot_entries())
         self.loading = False        # the AOF is loading: -LOADING (see set_loading)
         # (mode, session) once SHUTDOWN is asked: "save", "nosave", "rewrite-aof"
         self.shutdown_request: tuple[str, Session] | None = None
         self.extra_info_sections: dict = {}          # later layers add INFO sections
-        self.cluster = None                          # the ClusterService, when running
-        self.persistence = None                      # the PersistenceService, when running
+        # The services handlers reach, as commands/services.py declares
+        # them (None until the runtime attaches them: attach_services).
+        self.cluster: ClusterControl | None = None
+        self.persistence: PersistenceControl | None = None
         self.call_soon = None                        # the event loop's, once it runs
         self.kills: list[Session] = []               # clients CLIENT KILL asked to close
         # CLIENT PAUSE: no client command runs before this (time.monotonic());
@@ -161,11 +164,18 @@ class ServerState(ServerCore):
         self.paused_conns: set = set()
         self.unpause_timer = None
         self.feed_monitors = lambda session, argv: None   # the runtime installs the real one
-        self.slowlog = SlowLog(config["slowlog-log-slower-than"], config["slowlog-max-len"])
-        self.latency = LatencyMonitor(config["latency-monitor-threshold"])
+        self.slowlog = SlowLog(config.slowlog_log_slower_than, config.slowlog_max_len)
+        self.latency = LatencyMonitor(config.latency_monitor_threshold)
         self.timer_lateness = DurationHistogram()   # the runtime's job timer (/metrics)
         self.slow_after = NEVER_SLOW     # seconds: commands this long reach command_took
         self._watch_diagnostics(config)
+
+    def attach_services(self, cluster: ClusterControl, persistence: PersistenceControl) -> None:
+        """The running server's cluster and persistence services."""
+        self.cluster = cluster
+        self.persistence = persistence
+        self.persistence_info = persistence.info
+        self.extra_info_sections["cluster"] = ("Cluster", lambda srv: cluster.info_fields())
 
     # ------------------------------------------- the engine's hooks (server.pxd)
 
@@ -184,7 +194,7 @@ class ServerState(ServerCore):
     def free_memory(self) -> bool:
         """The node's eviction pass, timed as Disque's eviction-cycle event."""
         began = self.latency.begin()
-        fits = self.node.free_memory()
+        fits = self.node.memory.free()
         self.latency.observe_since(EVICTION_CYCLE, began)
         return fits
 
@@ -244,6 +254,14 @@ class ServerState(ServerCore):
         self.stats.connections_received += 1
         return session
 
+    def detached_session(self, addr: str) -> Session:
+        """An authenticated session of no connection, not registered as a
+        client: the dashboard's actions run their commands in one (their
+        own login was checked)."""
+        session = Session(0, addr=addr)
+        session.authenticated = True
+        return session
+
     def drop_session(self, session: Session) -> None:
         self.clients.pop(session.id, None)
         if session.monitor:
@@ -251,7 +269,7 @@ class ServerState(ServerCore):
             self.monitors.remove(session)
         waiting, session.waiting = session.waiting, {}
         for waiter in waiting:
-            self.node.cancel_waiter(waiter)
+            self.node.parking.cancel(waiter)
 
     @property
     def requirepass(self) -> bytes:

@@ -1,8 +1,10 @@
 """TLS: the configuration (tls-* directives) turned into ssl.SSLContext objects.
 
-Nothing here listens or connects; the runtime hands server_context() to
-the client TLS listener, and the cluster bus takes bus_server_context()
-and bus_client_context() when `tls-cluster yes`.
+Nothing here listens or connects: TlsContexts builds the contexts the
+configuration asks for (the client TLS listener's, server_context(); the
+cluster bus's when `tls-cluster yes`, bus_server_context() and
+bus_client_context()) and builds them again when CONFIG SET changes a TLS
+file.
 
 The directives are Redis 6's, with Redis's meaning:
   tls-cert-file / tls-key-file  the node's certificate and private key (PEM),
@@ -25,7 +27,9 @@ from __future__ import annotations
 
 import ssl
 
-# tls-protocols words, oldest first (config_kinds.TlsProtocols keeps this order).
+from disque_py.base.errors import CommandError, StartupError
+
+# tls-protocols words, oldest first (config/kinds.py: TlsProtocols keeps this order).
 VERSIONS = {
     "TLSv1": ssl.TLSVersion.TLSv1,
     "TLSv1.1": ssl.TLSVersion.TLSv1_1,
@@ -38,12 +42,65 @@ class TlsConfigError(Exception):
     """A TLS directive cannot be put into effect (message names it)."""
 
 
+class TlsContexts:
+    """The node's TLS contexts: `listener`, the client TLS listener's (the
+    one it was opened with); `current`, the one new TLS clients get (they
+    differ after a CONFIG SET of a TLS file); `bus`, (server, client)
+    contexts for the cluster bus when tls-cluster is yes, else None."""
+
+    def __init__(self, config) -> None:
+        self.config = config
+        self.listener = None
+        self.current = None
+        self.bus = None
+
+    def load(self) -> None:
+        """Build the contexts at start-up; StartupError (naming the
+        directive and file) if they cannot be."""
+        config = self.config
+        if config.tls_port and config.tls_port == config.port:
+            raise StartupError(f"tls-port {config.tls_port} is also the plain port: "
+                               "give TLS clients a port of their own")
+        try:
+            self._build()
+        except TlsConfigError as error:
+            raise StartupError(f"Failed to configure TLS: {error}") from None
+        listener = self.listener = self.current
+        if listener is not None:
+            # A context cannot be swapped under a listening server; instead,
+            # each handshake is moved, before the certificate is chosen, to
+            # the newest context (reload). Verification mode and protocol
+            # versions stay the listener's: they cannot be SET.
+            listener.sni_callback = self._use_current
+
+    def reload(self, _value) -> None:
+        """CONFIG SET of a TLS file reads every TLS file again: new
+        connections (clients and bus) get them, open ones keep theirs. If one
+        cannot be loaded the SET is refused and the old contexts stay."""
+        try:
+            self._build()
+        except TlsConfigError as error:
+            raise CommandError(f"Unable to update the TLS configuration: {error}") from None
+
+    def _build(self) -> None:
+        config = self.config
+        client = server_context(config) if config.tls_port else None
+        bus = (bus_server_context(config), bus_client_context(config)) \
+            if config.tls_cluster else None
+        self.current, self.bus = client, bus
+
+    def _use_current(self, ssl_object, server_name, listener) -> None:
+        current = self.current
+        if current is not listener:
+            ssl_object.context = current
+
+
 def server_context(config) -> ssl.SSLContext:
     """The context of the client TLS listener (tls-port)."""
     context = _context(ssl.PROTOCOL_TLS_SERVER, config)
     _load_identity(context, config)
-    auth = config["tls-auth-clients"]
-    ca_file = config["tls-ca-cert-file"]
+    auth = config.tls_auth_clients
+    ca_file = config.tls_ca_cert_file
     if auth != "no" and not ca_file:
         raise TlsConfigError(f"tls-auth-clients is '{auth}' but tls-ca-cert-file is not set: "
                              "set it to the CA that signs client certificates, or set "
@@ -79,18 +136,18 @@ def bus_client_context(config) -> ssl.SSLContext:
 
 def _context(protocol: int, config) -> ssl.SSLContext:
     context = ssl.SSLContext(protocol)
-    versions = [VERSIONS[name] for name in config["tls-protocols"]]
+    versions = [VERSIONS[name] for name in config.tls_protocols]
     try:
         context.minimum_version = min(versions)
         context.maximum_version = max(versions)
     except (ValueError, OSError) as exc:
-        raise TlsConfigError(f"tls-protocols '{' '.join(config['tls-protocols'])}': "
+        raise TlsConfigError(f"tls-protocols '{' '.join(config.tls_protocols)}': "
                              f"not supported by this OpenSSL ({exc})") from None
     return context
 
 
 def _load_identity(context: ssl.SSLContext, config) -> None:
-    cert_file, key_file = config["tls-cert-file"], config["tls-key-file"]
+    cert_file, key_file = config.tls_cert_file, config.tls_key_file
     if not cert_file or not key_file:
         missing = "tls-cert-file" if not cert_file else "tls-key-file"
         raise TlsConfigError(f"{missing} is not set: TLS needs the node's certificate "
@@ -127,7 +184,7 @@ def _load_ca(context: ssl.SSLContext, ca_file: str) -> None:
 
 
 def _bus_ca(config) -> str:
-    ca_file = config["tls-ca-cert-file"]
+    ca_file = config.tls_ca_cert_file
     if not ca_file:
         raise TlsConfigError("tls-cluster is yes but tls-ca-cert-file is not set: nodes "
                              "check each other's certificates against that CA")

@@ -39,47 +39,15 @@ from pyspark.sql.datasource import (DataSource, DataSourceArrowWriter,
 from pyspark.sql.types import StructType
 
 from disque_py.spark.partition_writer import PartitionWriter, WriteFailed, WriteOptions
+from disque_py.spark.options import (BOOL_OPTIONS, INT_OPTIONS, SPARK_OPTIONS, STRING_OPTIONS,
+                                     OptionError, bool_option, int_option, parse_nodes)
 from disque_py.spark.rows import body_encoder, dict_rows, map_columns
+from disque_py.spark.stream_reader import SOURCE_SCHEMA, DisqueStreamReader
 
 NAME = "disque"
 QUERY_ID_PROPERTY = "sql.streaming.queryId"     # set by Spark for a streaming query's tasks
 BATCH_ID_PROPERTY = "streaming.sql.batchId"     # ... and the micro-batch's id
-TRUE_WORDS = ("true", "yes", "1")
-FALSE_WORDS = ("false", "no", "0")
-INT_OPTIONS = ("replicate", "ttl", "retry", "delay", "maxlen", "priority", "batch_size",
-               "max_in_flight", "timeout_ms")
-BOOL_OPTIONS = ("async", "row_key", "dedup")
-STRING_OPTIONS = ("queue", "nodes", "body_column", "key_column", "password", "path")
-# Spark passes its own options to the source too (lower-cased, as all are).
-SPARK_OPTIONS = ("checkpointlocation",)
-
 log = logging.getLogger("disque_py.spark")
-
-
-class OptionError(ValueError):
-    """A data source option with no meaning or a bad value."""
-
-
-def bool_option(name: str, value: str) -> bool:
-    if value.lower() in TRUE_WORDS:
-        return True
-    if value.lower() in FALSE_WORDS:
-        return False
-    raise OptionError(f"disque: option {name} must be true or false, not {value!r}")
-
-
-def int_option(name: str, value: str) -> int:
-    try:
-        return int(value)
-    except ValueError:
-        raise OptionError(f"disque: option {name} must be an integer, not {value!r}") from None
-
-
-def parse_nodes(value: str | None) -> list[str]:
-    nodes = [node.strip() for node in (value or "").split(",") if node.strip()]
-    if not nodes:
-        raise OptionError("disque: option nodes is required (host:port,host:port)")
-    return nodes
 
 
 @dataclass
@@ -130,7 +98,6 @@ class DisqueDataSource(DataSource):
         return NAME
 
     def schema(self):
-        from disque_py.spark.stream_reader import SOURCE_SCHEMA
         return SOURCE_SCHEMA
 
     def writer(self, schema: StructType, overwrite: bool) -> "DisqueBatchWriter":
@@ -143,7 +110,6 @@ class DisqueDataSource(DataSource):
         return DisqueStreamWriter(SinkOptions.parse(self.options, schema, True), schema)
 
     def simpleStreamReader(self, schema: StructType):
-        from disque_py.spark.stream_reader import DisqueStreamReader
         return DisqueStreamReader(self.options)
 
 

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pyspark.sql import DataFrame
 from pyspark.sql.types import ArrayType, MapType, StructType
 
-from disque_py.spark.partition_writer import PartitionWriter, WriteFailed, WriteOptions
+from disque_py.spark.partition_writer import PartitionWriter, WriteOptions
 from disque_py.spark.rows import body_encoder
 
 log = logging.getLogger("disque_py.spark")

@@ -25,7 +25,7 @@ import logging
 import redis
 from pyspark.sql.datasource import SimpleDataSourceStreamReader
 
-from disque_py.spark.datasource import SPARK_OPTIONS, OptionError, int_option, parse_nodes
+from disque_py.spark.options import SPARK_OPTIONS, OptionError, int_option, parse_nodes
 
 SOURCE_SCHEMA = "queue string, id string, body binary, nacks long, additional_deliveries long"
 DEFAULT_MAX_JOBS = 1000

@@ -1,190 +1,33 @@
-"""Command-line entry points, kept thin.
+"""`disque-py`: the server, and the tools around it, as click commands.
 
-  disque-server [CONFIG_FILE] [--directive value ...]
-      Behaves like Disque's binary: init scripts and test harnesses that run
-      `disque-server path/disque.conf` work unchanged. `-` reads the config
-      from stdin; directives given as --options apply after the file. With
-      `daemonize yes` it returns once the node listens (status 0), or once
-      it failed to start (status 1, the reason on stderr, no pid file).
-  python -m disque_py ...
-      The same as disque-server.
   disque-py server [--port N] [--bind ADDR] [--dir DIR] [--config FILE]
                    [--http-port N] [--http-bind ADDR]
-      The same server, with click options that also read DISQUE_PORT,
-      DISQUE_BIND, DISQUE_DIR, DISQUE_CONFIG, DISQUE_HTTP_PORT and
-      DISQUE_HTTP_BIND from the environment.
+      The server (server_cli.py), with click options that also read
+      DISQUE_PORT, DISQUE_BIND, DISQUE_DIR, DISQUE_CONFIG, DISQUE_HTTP_PORT
+      and DISQUE_HTTP_BIND from the environment.
+  disque-py cluster ...
+      Make and inspect a cluster of running nodes (cluster_cli.py).
+  disque-py check-aof [--fix] FILE
+      Is an AOF readable, and where not (check_aof.py).
   disque-py chaos [--nodes N] [--duration S] [--seed N] [--json [FILE]] ...
       The real-process fault checker (disque_py/tools/chaos/); exit status 1 when
       an acknowledged job was lost or a server crashed. --json without FILE
       writes under chaos-reports/, which git ignores.
-  disque [redis-cli options] [command ...]
-      Disque's command-line client, which is redis-cli with 7711 as its
-      default port: this one runs redis-cli so (a -p, -u or -s given
-      overrides the port, as redis-cli reads its options in order).
+
+A subcommand imports what it needs when it runs: `disque-py cluster` never
+imports the compiled engine, so a stale build cannot stop it.
 """
 
 from __future__ import annotations
 
-import errno
-import logging
 import os
 import sys
 
 import click
 
-from disque_py import DISQUE_VERSION, __version__
-from disque_py.base import log
+from disque_py import __version__
+from disque_py.tools.check_aof import check_aof
 from disque_py.tools.cluster_cli import cluster
-from disque_py.base.errors import ConfigError
-from disque_py.persistence.check import check_aof
-
-USAGE = """Usage: disque-server [/path/to/disque.conf] [options]
-       disque-server - (read config from stdin)
-       disque-server -v or --version
-       disque-server -h or --help
-
-Examples:
-       disque-server (run the server with default conf)
-       disque-server /etc/disque/7711.conf
-       disque-server --port 7777
-       disque-server /etc/mydisque.conf --loglevel verbose
-"""
-
-
-DEFAULT_PORT = "7711"
-DAEMON_READY = b"\0READY\n"
-REDIS_CLI = "redis-cli"
-
-
-def client_main(argv: list[str] | None = None) -> None:
-    """The `disque` command-line client."""
-    args = list(sys.argv[1:] if argv is None else argv)
-    try:
-        os.execvp(REDIS_CLI, [REDIS_CLI, "-p", DEFAULT_PORT, *args])
-    except FileNotFoundError:
-        print("disque: redis-cli is needed (Debian/Ubuntu: apt install redis-tools)",
-              file=sys.stderr)
-        sys.exit(127)
-
-
-def server_main(argv: list[str] | None = None) -> None:
-    """The `disque-server` binary."""
-    args = list(sys.argv[1:] if argv is None else argv)
-    if args and args[0] in ("-v", "--version"):
-        print(f"Disque server v={DISQUE_VERSION} disque-py={__version__}")
-        sys.exit(0)
-    if args and args[0] in ("-h", "--help"):
-        print(USAGE, end="")
-        sys.exit(0)
-    config_file = None
-    if args and (not args[0].startswith("--") or args[0] == "-"):
-        config_file = args.pop(0)
-    sys.exit(start(config_file, args))
-
-
-def start(config_file: str | None, directive_args: list[str]) -> int:
-    """Load the configuration, then run the server in this process."""
-    from disque_py.config import Config
-    try:
-        config = Config.load(config_file, directive_args)
-    except ConfigError as error:
-        print(error.report(), file=sys.stderr)
-        return 1
-    log.configure(config["logfile"], config["loglevel"], config["syslog-enabled"],
-                  config["syslog-ident"], config["syslog-facility"])
-    on_ready = None
-    if config["daemonize"]:
-        daemon = _daemonize(config["logfile"])
-        pidfile = config["pidfile"]
-
-        def on_ready() -> None:
-            if pidfile:
-                _write_pidfile(pidfile)
-            daemon.ready()
-    if config_file is None:
-        log.warning("Warning: no config file specified, using the default config. "
-                    "In order to specify a config file use disque-server /path/to/disque.conf")
-    from disque_py.server.runtime import run_server
-    try:
-        return run_server(config, on_ready=on_ready)
-    except OSError as error:
-        hint = ""
-        if error.errno == errno.EADDRINUSE:
-            hint = " (another program has the port: choose another with --port N, " \
-                   "or make run PORT=N)"
-        log.warning("Could not start the server: %s%s", error, hint)
-        return 1
-
-
-class _StartupReport(logging.Handler):
-    """The daemon's side of a pipe to the process that started it: warnings
-    logged while starting go through it, then READY once the node listens.
-    If the daemon exits first, the pipe closes without READY."""
-
-    def __init__(self, fd: int) -> None:
-        super().__init__(logging.WARNING)
-        self.fd = fd
-
-    def emit(self, record: logging.LogRecord) -> None:
-        if self.fd >= 0:
-            try:
-                os.write(self.fd, record.getMessage().replace("\n", " ").encode() + b"\n")
-            except OSError:
-                pass
-
-    def ready(self) -> None:
-        log.log.removeHandler(self)
-        if self.fd >= 0:
-            try:
-                os.write(self.fd, DAEMON_READY)
-            except OSError:
-                pass
-            os.close(self.fd)
-            self.fd = -1
-
-
-def _daemonize(logfile: str) -> _StartupReport:
-    """Fork into the background, as Disque does, except that the command
-    returns only once the node is listening (exit 0), or has failed to
-    start (exit 1, the reason on stderr): a script starting nodes learns
-    that one could not start, and no pid file is left for it."""
-    read_end, write_end = os.pipe()
-    if os.fork():
-        os.close(write_end)
-        os._exit(_wait_for_daemon(read_end, logfile))
-    os.close(read_end)
-    os.setsid()
-    if os.fork():
-        os._exit(0)
-    devnull = os.open(os.devnull, os.O_RDWR)
-    for fd in (0, 1, 2):
-        os.dup2(devnull, fd)
-    report = _StartupReport(write_end)
-    log.log.addHandler(report)
-    return report
-
-
-def _wait_for_daemon(read_end: int, logfile: str) -> int:
-    """In the process that was started: the daemon's exit status to give."""
-    received = b""
-    while chunk := os.read(read_end, 4096):
-        received += chunk
-    if received.endswith(DAEMON_READY):
-        return 0
-    for line in received.decode(errors="replace").splitlines():
-        print(f"disque-server: {line}", file=sys.stderr)
-    where = f"the log ({logfile})" if logfile else "the log (logfile is empty: none was kept)"
-    print(f"disque-server: the daemonized server did not start; see {where}", file=sys.stderr)
-    sys.stderr.flush()            # the caller leaves with os._exit
-    return 1
-
-
-def _write_pidfile(path: str) -> None:
-    try:
-        with open(path, "w") as handle:
-            handle.write(f"{os.getpid()}\n")
-    except OSError as error:
-        log.warning("Could not write the pid file %s: %s", path, error)
 
 
 @click.group()
@@ -219,6 +62,7 @@ def server(config_file, port, bind, directory, http_port, http_bind) -> None:
         args += ["--http-port", str(http_port)]
     if http_bind is not None:
         args += ["--http-bind", *http_bind.split()]
+    from disque_py.tools.server_cli import start
     sys.exit(start(config_file, args))
 
 
@@ -293,5 +137,4 @@ def chaos(json_path, **options) -> None:
 
 
 main.add_command(cluster)
-
 main.add_command(check_aof)

@@ -55,7 +55,7 @@ async def take_census(node, max_queues: int = MAX_EXPORTED_QUEUES) -> Census:
 
 def jobs_by_state(node, queued: int) -> list[int]:
     """[wait-repl, active, queued, acked] (the engine's state numbers)."""
-    wait_repl, acked = len(node.replicating), node.jobs.acked
+    wait_repl, acked = len(node.replication.replicating), node.jobs.acked
     active = max(len(node.jobs) - queued - wait_repl - acked, 0)   # queued: slices ago
     return [wait_repl, active, queued, acked]
 

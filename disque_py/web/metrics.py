@@ -184,7 +184,7 @@ def cluster_families(node, cluster):
     yield by_state
     yield GaugeMetricFamily(PREFIX + "replicating_jobs",
                             "Jobs whose producer waits for their copies (ADDJOB ... REPLICATE)",
-                            value=len(node.replicating))
+                            value=len(node.replication.replicating))
     yield GaugeMetricFamily(PREFIX + "replication_round_trip_seconds",
                             "Recent REPLJOB -> GOTJOB round trip, smoothed",
                             value=node.repl_rtt_ms / 1000)

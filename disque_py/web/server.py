@@ -1,6 +1,6 @@
 """The node's HTTP endpoint: aiohttp, served in the node's own event loop.
 
-This module owns the aiohttp application and its listeners; endpoint.py
+This module owns the aiohttp application and its listeners; server/http.py
 starts them (listen()) when `http-port` is set and stops them at shutdown.
 `http-bind` gives the addresses, and when unset the node's `bind` ones are
 used (every interface when those are unset too). No thread serves HTTP: a
@@ -29,7 +29,7 @@ import importlib.util
 from aiohttp import web
 
 from disque_py.base import log
-from disque_py.server.persistence_service import StartupError
+from disque_py.base.errors import StartupError
 from disque_py.web import health, metrics
 from disque_py.web.keys import SERVER_KEY
 
@@ -52,19 +52,19 @@ def build_app(server) -> web.Application:
 
 def http_addresses(config) -> list[str | None]:
     """Where to listen: http-bind, else the node's bind, else everywhere (None)."""
-    return list(config["http-bind"] or config["bind"]) or [None]
+    return list(config.http_bind or config.bind) or [None]
 
 
 async def listen(server, config) -> web.AppRunner:
     """Serve the application on every address; StartupError (the runner
     cleaned up) if one cannot be had."""
-    port = config["http-port"]
+    port = config.http_port
     runner = web.AppRunner(build_app(server), access_log=None,
                            shutdown_timeout=SHUTDOWN_GRACE_S)
     await runner.setup()
     for address in http_addresses(config):
         site = web.TCPSite(runner, address, port, reuse_address=True,
-                           backlog=config["tcp-backlog"])
+                           backlog=config.tcp_backlog)
         try:
             await site.start()
         except OSError as error:

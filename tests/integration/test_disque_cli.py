@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from disque_py.tools import cli
+from disque_py.tools import launcher
 
 DISQUE = Path(sys.executable).with_name("disque")
 
@@ -32,7 +32,7 @@ def test_disque_talks_to_the_port_it_is_given(server):
 def test_disque_without_a_port_asks_redis_cli_for_7711(monkeypatch):
     called = []
     monkeypatch.setattr(os, "execvp", lambda file, argv: called.append((file, argv)))
-    cli.client_main(["-h", "127.0.0.1", "QLEN", "q"])
+    launcher.client_main(["-h", "127.0.0.1", "QLEN", "q"])
     assert called == [("redis-cli", ["redis-cli", "-p", "7711", "-h", "127.0.0.1",
                                      "QLEN", "q"])]
 

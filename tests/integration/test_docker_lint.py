@@ -95,7 +95,7 @@ def test_sample_config_loads_with_the_server_loader(tmp_path):
     probe = ("import json, os, sys\n"
              "from disque_py.config import Config\n"
              "c = Config.load(sys.argv[1], [])\n"
-             "print(json.dumps({name: c[name] for name in ('port', 'bind', 'dir', 'logfile',"
+             "print(json.dumps({name: c.value(name) for name in ('port', 'bind', 'dir', 'logfile',"
              " 'appendonly', 'daemonize', 'http-port')} | {'cwd': os.getcwd()}))\n")
     done = subprocess.run([sys.executable, "-c", probe, str(conf)], capture_output=True,
                           text=True, timeout=60, cwd=REPO)

@@ -19,7 +19,7 @@ import sys
 
 import pytest
 
-from disque_py.server.protected_mode import DENIED
+from disque_py.config.protected_mode import DENIED
 from tests.support import HOST, ServerProcess, wait_for
 
 # Run inside the namespace: connect, send argv[3] (hex), read until the

@@ -856,10 +856,10 @@ class Checker(DedupChecks):
                 self.violations.append(f"(4) node {i} still holds {len(left)} jobs: "
                                        + ", ".join(left[:5]))
             queued = sum(len(q.jobs) for q in node.queues.values())
-            if queued or node.replicating or node.blocked_clients or len(node.schedule):
+            if queued or node.replication.replicating or node.parking.blocked_clients or len(node.schedule):
                 self.violations.append(
-                    f"(4) node {i}: {queued} queued, {len(node.replicating)} replicating, "
-                    f"{node.blocked_clients} clients parked, {len(node.schedule)} scheduled")
+                    f"(4) node {i}: {queued} queued, {len(node.replication.replicating)} replicating, "
+                    f"{node.parking.blocked_clients} clients parked, {len(node.schedule)} scheduled")
             # No job left: the memory counted is the queues' and the DEDUP keys'.
             keys = sum(DEDUP_KEY_MEMORY + len(key) for _, key, _, _ in node.dedup.items())
             expected = QUEUE_MEMORY * len(node.queues) + keys
@@ -896,9 +896,9 @@ def books_problem(node) -> str | None:
         q = node.queues.get(job.queue) if job.queue is not None else None
         if (job.state == QUEUED) != (q is not None and job in q.jobs):
             return f"{job} is {'not ' if job.state == QUEUED else ''}in its queue"
-        if (job.state == WAIT_REPL) != (job in node.replicating):
+        if (job.state == WAIT_REPL) != (job in node.replication.replicating):
             return f"{job} is {'not ' if job.state == WAIT_REPL else ''}replicating"
-    for job in node.replicating:
+    for job in node.replication.replicating:
         if node.jobs.get(job.id) is not job:
             return f"{job} is replicating but not in the jobs table"
     for q in node.queues.values():

@@ -24,7 +24,11 @@ from disque_py.formats import bus as msg
 from disque_py.base.clock import FakeClock
 from disque_py.base.effects import AofLoadJob
 from disque_py.engine import WAIT_REPL, JobOptions, deserialize_job
+from disque_py.node.acks import Acks
+from disque_py.node.healing import Healing
 from disque_py.node.node import Node
+from disque_py.node.replication import Replication
+from disque_py.node.requeue import Requeue
 from tests.sim.checker import Checker, Decision
 from tests.sim.run import run_seed, run_seeds
 from tests.sim.workload import make_scenario
@@ -71,16 +75,19 @@ def test_the_slices_play_every_seed_once():
 
 # ------------------------------------------------------------------ planted bugs
 
+_ON_QUEUED = Requeue.on_queued          # the originals the plants call
+_ON_DELJOB = Acks.on_deljob
+
 def _gotjob_uncounted(self, sender, mflags, job_id, aux):
     """GOTJOB without the count: the first copy confirmed answers the producer."""
     job = self.jobs.get(job_id)
     if job is not None and job.state == WAIT_REPL:
         self.more(job).confirmed.add(sender)
-        self.replication_achieved(job)
+        self.replication.achieved(job)
 
 
 def _plant_gotjob(monkeypatch):
-    monkeypatch.setitem(Node._PEER_HANDLERS, msg.GOTJOB, _gotjob_uncounted)
+    monkeypatch.setattr(Node, "on_gotjob", _gotjob_uncounted)
 
 
 def _plant_aof_replay_skips_deljob(monkeypatch):
@@ -89,12 +96,12 @@ def _plant_aof_replay_skips_deljob(monkeypatch):
 
 
 def _plant_gotack_ignored(monkeypatch):
-    monkeypatch.setitem(Node._PEER_HANDLERS, msg.GOTACK, lambda *args: None)
+    monkeypatch.setattr(Acks, "on_gotack", lambda *args: None)
 
 
 def _plant_no_healing(monkeypatch):
     # Holders replaced one by one: without re-replication the copies run out.
-    monkeypatch.setattr(Node, "heal_view", lambda self, failed, epochs: None)
+    monkeypatch.setattr(Healing, "view", lambda self, failed, epochs: None)
 
 
 def _plant_nack_deletes(monkeypatch):
@@ -105,8 +112,8 @@ def _plant_nack_deletes(monkeypatch):
 
 def _queued_counted_twice(self, sender, mflags, job_id, aux):
     """QUEUED that counts its NACK or additional delivery twice."""
-    Node.on_queued(self, sender, mflags, job_id, aux)
-    job = self.jobs.get(job_id)
+    _ON_QUEUED(self, sender, mflags, job_id, aux)
+    job = self.core.jobs.get(job_id)
     if job is not None:
         job.nacks += bool(mflags & msg.MSG_INCR_NACKS)
         job.deliveries += bool(mflags & msg.MSG_INCR_DELIV)
@@ -114,7 +121,7 @@ def _queued_counted_twice(self, sender, mflags, job_id, aux):
 
 def _plant_queued_counted_twice(monkeypatch):
     # Counters run ahead of the deliveries: jobs are dead-lettered early.
-    monkeypatch.setitem(Node._PEER_HANDLERS, msg.QUEUED, _queued_counted_twice)
+    monkeypatch.setattr(Requeue, "on_queued", _queued_counted_twice)
 
 
 def _enqueue_with_limit(monkeypatch, limit_of):
@@ -153,12 +160,12 @@ def _plant_msg_dead_ignored(monkeypatch):
 
 def _deljob_forgets_keys(self, sender, mflags, job_id, aux):
     """DELJOB that forgets the job's DEDUP key, abandoned or not."""
-    Node.on_deljob(self, sender, mflags | msg.MSG_ABANDONED, job_id, aux)
+    _ON_DELJOB(self, sender, mflags | msg.MSG_ABANDONED, job_id, aux)
 
 
 def _plant_deljob_forgets_keys(monkeypatch):
     # A key dies with its job: after an ACK, a retry makes the job again.
-    monkeypatch.setitem(Node._PEER_HANDLERS, msg.DELJOB, _deljob_forgets_keys)
+    monkeypatch.setattr(Acks, "on_deljob", _deljob_forgets_keys)
 
 
 def _plant_aof_load_forgets_keys(monkeypatch):
@@ -179,17 +186,17 @@ def _followers_get_the_id(self, extra, outcome):
     """Duplicates parked on a first ADDJOB get its ID, whatever its fate."""
     followers, extra.followers = extra.followers, None
     for waiter in followers or ():
-        self.release(waiter, waiter.job.id)
+        self.parking.release(waiter, waiter.job.id)
 
 
 def _plant_followers_get_the_id(monkeypatch):
-    monkeypatch.setattr(Node, "_release_followers", _followers_get_the_id)
+    monkeypatch.setattr(Replication, "_release_followers", _followers_get_the_id)
 
 
 def _plant_holder_answers_at_once(monkeypatch):
     # The early promise: a holder that knows nothing of the first ADDJOB's
     # fate answers a duplicate with the ID, no promise round.
-    monkeypatch.setattr(Node, "confirm_copies",
+    monkeypatch.setattr(Replication, "confirm_copies",
                         lambda self, job, client, deadline_ms, copies: job.id)
 
 
@@ -201,7 +208,7 @@ def _promise_at_first_copy(self, job, extra):
 
 
 def _plant_promise_at_first_copy(monkeypatch):
-    monkeypatch.setattr(Node, "promise_progress", _promise_at_first_copy)
+    monkeypatch.setattr(Replication, "promise_progress", _promise_at_first_copy)
 
 
 @pytest.mark.parametrize("plant, check", [

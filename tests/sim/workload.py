@@ -304,7 +304,7 @@ class Workload:
     def quiet(self) -> bool:
         net = self.net
         return net.quiet() and not self.agenda \
-            and not any(len(node.jobs) or node.blocked_clients for node in net.nodes) \
+            and not any(len(node.jobs) or node.parking.blocked_clients for node in net.nodes) \
             and not any(facts.outcome == WAITING for facts in self.checker.jobs.values())
 
     # ------------------------------------------------------------ helpers
@@ -585,7 +585,7 @@ class Workload:
         to = rng.choice(self.live_queues) if rng.random() < 0.3 else None
         count = rng.choice((-1, -1, 1, 2))
         for i in nodes:
-            moved = self.net.call(i, "requeue_dead", dead, to, count)
+            moved = self.net.call(i, "requeue.requeue_dead", dead, to, count)
             self.log(f"n{i} QREQUEUE {dead.decode()}{' TO ' + to.decode() if to else ''}"
                      f"{f' COUNT {count}' if count > 0 else ''} -> {moved}")
 

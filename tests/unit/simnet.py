@@ -280,9 +280,13 @@ class SimNet:
     # ------------------------------------------------------------ clients
 
     def call(self, i: int, method: str, *args, **kwargs):
-        """Run a Node method as a command would, then carry out its effects."""
+        """Run a Node method (or a component's: "consumers.block") as a
+        command would, then carry out its effects."""
+        target = self.nodes[i]
+        for name in method.split("."):
+            target = getattr(target, name)
         try:
-            return getattr(self.nodes[i], method)(*args, **kwargs)
+            return target(*args, **kwargs)
         finally:
             self._drain(i)
 
@@ -303,7 +307,7 @@ class SimNet:
         jobs = self.call(i, "get_jobs", list(queues), count)
         if not jobs and client is not None:
             deadline = self.clock.now_ms() + timeout_ms if timeout_ms else 0
-            self.call(i, "block", client, list(queues), deadline, False)
+            self.call(i, "consumers.block", client, list(queues), deadline, False)
         return jobs
 
     # ------------------------------------------------------------ the wire

@@ -372,7 +372,7 @@ def test_getjob_blocks_and_is_served_by_a_later_addjob(call, node, addjob):
     parked = call("GETJOB", "FROM", "q")
     assert isinstance(parked, Park)
     job_id = addjob(b"q", b"late")
-    node.serve_ready()
+    node.consumers.serve_ready()
     [effect] = node.take_effects()
     assert effect.waiter is parked.waiter
     assert encode(render_outcome(effect.waiter, effect.outcome)) == \
@@ -382,7 +382,7 @@ def test_getjob_blocks_and_is_served_by_a_later_addjob(call, node, addjob):
 def test_getjob_blocked_withcounters_reply(call, node, addjob):
     parked = call("GETJOB", "WITHCOUNTERS", "FROM", "q")
     job_id = addjob(b"q", b"x")
-    node.serve_ready()
+    node.consumers.serve_ready()
     [effect] = node.take_effects()
     assert effect.waiter is parked.waiter
     assert encode(render_outcome(effect.waiter, effect.outcome)) == \
@@ -703,10 +703,10 @@ def test_pause_out_then_none_serves_blocked_client(call, wire, node, addjob):
     wire("PAUSE", "q", "out")
     parked = call("GETJOB", "FROM", "q")
     job_id = addjob()
-    node.serve_ready()
+    node.consumers.serve_ready()
     assert node.take_effects() == []
     wire("PAUSE", "q", "none")
-    node.serve_ready()
+    node.consumers.serve_ready()
     [effect] = node.take_effects()
     assert effect.waiter is parked.waiter
     assert encode(render_outcome(effect.waiter, effect.outcome)) == \

@@ -15,10 +15,11 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from disque_py.config import (DIRECTIVES, REWRITE_SIGNATURE, Config, markdown_table,
-                              rewritten_content)
-from disque_py.config_kinds import BufferLimit
-from disque_py.config_parse import (BadValue, format_memory, parse_memory, parse_set_integer,
+from disque_py.config import Config
+from disque_py.config.directives import DIRECTIVES, markdown_table
+from disque_py.config.rewrite import REWRITE_SIGNATURE, rewritten_content
+from disque_py.config.kinds import BufferLimit
+from disque_py.config.parse import (BadValue, format_memory, parse_memory, parse_set_integer,
                                     quote, split_args)
 from disque_py.base.errors import CommandError, ConfigError
 from disque_py.base.globmatch import glob_match
@@ -58,24 +59,24 @@ def as_dict(reply: list[bytes]) -> dict[bytes, bytes]:
 
 def test_defaults_are_disques():
     config = Config()
-    assert config["port"] == 7711
-    assert config["cluster-node-timeout"] == 15000
-    assert config["cluster-config-file"] == "nodes.conf"
-    assert config["maxmemory"] == GB
-    assert config["appendfilename"] == "disque.aof"
-    assert config["appendfsync"] == "everysec"
-    assert config["appendonly"] is False
-    assert config["aof-load-truncated"] is True
-    assert config["aof-enqueue-jobs-once"] is False
-    assert config["hz"] == 10
-    assert config["logfile"] == ""
-    assert config["dir"] == "./"
-    assert config["bind"] == []
-    assert config["rename-command"] == []
-    assert config["requirepass"] is None
-    assert config["tcp-backlog"] == 511
-    assert config["maxclients"] == 10000
-    assert config["client-output-buffer-limit"] == BufferLimit(0, 0, 0)
+    assert config.port == 7711
+    assert config.cluster_node_timeout == 15000
+    assert config.cluster_config_file == "nodes.conf"
+    assert config.maxmemory == GB
+    assert config.appendfilename == "disque.aof"
+    assert config.appendfsync == "everysec"
+    assert config.appendonly is False
+    assert config.aof_load_truncated is True
+    assert config.aof_enqueue_jobs_once is False
+    assert config.hz == 10
+    assert config.logfile == ""
+    assert config.dir == "./"
+    assert config.bind == []
+    assert config.rename_command == []
+    assert config.requirepass is None
+    assert config.tcp_backlog == 511
+    assert config.maxclients == 10000
+    assert config.client_output_buffer_limit == BufferLimit(0, 0, 0)
     assert config.config_file is None
 
 
@@ -90,8 +91,8 @@ def test_attribute_access_is_read_only():
 
 
 def test_list_defaults_are_not_shared():
-    assert Config()["bind"] is not Config()["bind"]
-    assert Config()["bind"] is not DIRECTIVES["bind"].default
+    assert Config().bind is not Config().bind
+    assert Config().bind is not DIRECTIVES["bind"].default
 
 
 # Directives beyond Disque 1.0's (a Disque config file never has them).
@@ -310,14 +311,14 @@ def test_unixsocketperm_is_octal(tmp_path):
 
 def test_rename_command_is_recorded_in_order(tmp_path):
     config = load_text(tmp_path, 'rename-command DEBUG ""\nrename-command config cfg\n')
-    assert config["rename-command"] == [("debug", ""), ("config", "cfg")]
+    assert config.rename_command == [("debug", ""), ("config", "cfg")]
 
 
 def test_rename_command_checked_against_the_command_table(tmp_path):
     commands = ["ping", "config", "debug"]
     config = load_text(tmp_path, "rename-command ping pong\nrename-command pong ping2\n",
                        commands=commands)
-    assert config["rename-command"] == [("ping", "pong"), ("pong", "ping2")]
+    assert config.rename_command == [("ping", "pong"), ("pong", "ping2")]
     with pytest.raises(ConfigError, match="No such command in rename-command"):
         load_text(tmp_path, "rename-command nosuch x\n", commands=commands)
     with pytest.raises(ConfigError, match="Target command name already exists"):
@@ -599,7 +600,7 @@ def test_set_stores_and_is_case_insensitive():
 def test_set_values(name, value, stored):
     config = Config()
     config.set(name, value)
-    assert config[name.decode()] == stored
+    assert config.value(name.decode()) == stored
 
 
 @pytest.mark.parametrize("name, value", [
@@ -616,12 +617,12 @@ def test_set_values(name, value, stored):
 ])
 def test_set_refuses_bad_values_with_disques_message(name, value):
     config = Config()
-    before = config[name.decode()]
+    before = config.value(name.decode())
     with pytest.raises(CommandError) as info:
         config.set(name, value)
     assert info.value.message == f"Invalid argument '{value.decode()}' for CONFIG SET " \
                                  f"'{name.decode()}'"
-    assert config[name.decode()] == before
+    assert config.value(name.decode()) == before
 
 
 @pytest.mark.parametrize("name", [b"nosuch", b"port", b"bind", b"daemonize", b"databases",
@@ -769,7 +770,7 @@ def test_rewrite_round_trips(tmp_path):
     again = Config.load(path, [])
     for name in DIRECTIVES:
         if DIRECTIVES[name].rewritable and name != "dir":
-            assert again[name] == config[name], name
+            assert again.value(name) == config.value(name), name
     assert os.getcwd() == str(tmp_path / "data")
     assert again.requirepass.encode("utf-8", "surrogateescape") == b"s3cr3t \xff"
 
@@ -854,7 +855,7 @@ def test_rewrite_failure_reports_strerror(tmp_path):
 def test_rewritten_content_of_an_empty_file_is_the_non_defaults(tmp_path):
     config = Config()
     config.set(b"timeout", b"5")
-    content = rewritten_content([], config._values).decode()
+    content = rewritten_content([], config).decode()
     assert content == f"# Generated by CONFIG REWRITE\ntimeout 5\ndir \"{tmp_path}\"\n"
 
 

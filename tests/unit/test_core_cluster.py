@@ -94,7 +94,7 @@ def test_replicate_3_of_5_waits_for_gotjobs_then_queues_on_the_producer_only():
         assert holders_seen_by(net, i, job.id) == {0} | targets
     assert net.nodes[0].queue_length(b"q") == 1
     assert all(net.nodes[i].queue_length(b"q") == 0 for i in range(1, 5))
-    assert not net.nodes[0].replicating and net.nodes[0].blocked_clients == 0
+    assert not net.nodes[0].replication.replicating and net.nodes[0].parking.blocked_clients == 0
 
 
 def test_replication_asks_one_more_node_every_50ms_and_resends_to_silent_ones():
@@ -151,7 +151,7 @@ def test_replication_retries_visit_only_the_jobs_that_are_due():
     # early and late each asked one node; then early alone asked one more and
     # its first node again.
     assert asked[:2] == [0, 30] and len(asked) == 4 and all(50 <= at < 55 for at in asked[2:])
-    assert list(net.nodes[0].replicating) == [late, early]      # early asked last
+    assert list(net.nodes[0].replication.replicating) == [late, early]      # early asked last
 
 
 def test_replication_timeout_answers_norepl_and_deletes_the_partial_copies():
@@ -165,7 +165,7 @@ def test_replication_timeout_answers_norepl_and_deletes_the_partial_copies():
     deljobs = [m for m in net.sent if m.kind == msg.DELJOB]
     assert {m.dst for m in deljobs} == {1, 2} and all(m.src == 0 for m in deljobs)
     assert net.run_until(gone_everywhere(net, job.id), 100)
-    assert not net.nodes[0].replicating and net.nodes[0].blocked_clients == 0
+    assert not net.nodes[0].replication.replicating and net.nodes[0].parking.blocked_clients == 0
     net.run_for(10_000)
     assert not net.copies(job.id)
 
@@ -181,7 +181,7 @@ def test_a_job_that_expires_while_waiting_for_copies_releases_the_producer():
     (outcome,) = net.unblocked["p"]
     assert isinstance(outcome, NoReplError) and str(outcome) == REMOVED_BEFORE_COPIES
     assert 2000 <= net.unblocks[0][0] - net.sent[0].at <= 3100
-    assert not net.copies(job.id) and not net.nodes[0].replicating
+    assert not net.copies(job.id) and not net.nodes[0].replication.replicating
 
 
 def test_a_partitioned_node_refuses_replication_it_cannot_reach():
@@ -559,7 +559,7 @@ def test_a_job_still_waiting_for_its_copies_is_not_queued_by_a_yourjobs():
     net.drop_rule = None
     assert net.run_until(gone_everywhere(net, job.id), 30_000)
     assert not [m for m in net.sent if m.kind == msg.REPLJOB and m.at > acked_at]
-    assert not net.nodes[0].replicating
+    assert not net.nodes[0].replication.replicating
     net.run_for(10_000)
     assert not net.copies(job.id)
 
@@ -693,14 +693,14 @@ def test_the_receiver_records_its_responders_and_import_rate():
 def test_a_queue_paused_in_output_gives_nothing_until_the_pause_ends():
     net = SimNet(2, seed=27)
     job = replicated(net, repl=1)
-    net.call(0, "pause", b"q", PAUSED_OUT, False)
+    net.call(0, "consumers.pause", b"q", PAUSED_OUT, False)
     block(net, 1, "c")
     net.run_for(20_000)
     assert "c" not in net.unblocked
     assert net.copies(job.id) == {0: "queued"}
     assert not [m for m in net.sent if m.kind == msg.YOURJOBS]
     assert [m for m in net.delivered if m.kind == msg.NEEDJOBS and m.dst == 0]
-    net.call(0, "pause", b"q", 0, False)
+    net.call(0, "consumers.pause", b"q", 0, False)
     assert net.run_until(lambda: "c" in net.unblocked, BCAST_MAX_DELAY_MS + 200)
     assert [j.id for j in net.unblocked["c"][0]] == [job.id]
 
@@ -808,7 +808,7 @@ def test_a_parked_pattern_consumer_keeps_asking_for_its_queues_jobs():
     net = SimNet(2, seed=31)
     assert net.get_jobs(1, b"jobs:x") == []              # node 1 knows the queue now
     net.run_for(INTEREST_TTL_MS + 1000)                  # node 0 forgot that it asked
-    net.call(1, "block_pattern", "c", b"jobs:*", 0, False)
+    net.call(1, "consumers.block_pattern", "c", b"jobs:*", 0, False)
     job = net.add_job(0, b"jobs:x", repl=1)
     assert net.run_until(lambda: "c" in net.unblocked, 5000)
     assert [j.id for j in net.unblocked["c"][0]] == [job.id]

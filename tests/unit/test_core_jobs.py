@@ -713,32 +713,32 @@ def test_getjob_updates_queue_counters(node):
 
 
 def test_blocked_waiter_served_when_job_arrives(node):
-    waiter = node.block("client-1", [b"q"], 0, False)
+    waiter = node.consumers.block("client-1", [b"q"], 0, False)
     job = add(node)
-    node.serve_ready()
+    node.consumers.serve_ready()
     assert node.take_effects() == [Unblock(waiter, [job])]
     assert job.state == ACTIVE
-    assert node.blocked_clients == 0
+    assert node.parking.blocked_clients == 0
 
 
 def test_waiters_served_oldest_first_one_job_each(node):
-    w1 = node.block("c1", [b"q"], 0, False)
-    w2 = node.block("c2", [b"q"], 0, False)
-    w3 = node.block("c3", [b"q"], 0, False)
+    w1 = node.consumers.block("c1", [b"q"], 0, False)
+    w2 = node.consumers.block("c2", [b"q"], 0, False)
+    w3 = node.consumers.block("c3", [b"q"], 0, False)
     j1, j2 = add(node), add(node)
-    node.serve_ready()
+    node.consumers.serve_ready()
     assert node.take_effects() == [Unblock(w1, [j1]), Unblock(w2, [j2])]
     assert node.queues.get(b"q").blocked == 1
     j3 = add(node)
-    node.serve_ready()
+    node.consumers.serve_ready()
     assert node.take_effects() == [Unblock(w3, [j3])]
 
 
 def test_waiter_on_several_queues_served_once(node):
-    waiter = node.block("c1", [b"a", b"b"], 0, False)
+    waiter = node.consumers.block("c1", [b"a", b"b"], 0, False)
     ja = add(node, queue=b"a")
     jb = add(node, queue=b"b")
-    node.serve_ready()
+    node.consumers.serve_ready()
     effects = node.take_effects()
     assert len(effects) == 1 and effects[0].waiter is waiter
     assert effects[0].outcome in ([ja], [jb])
@@ -747,21 +747,21 @@ def test_waiter_on_several_queues_served_once(node):
 
 
 def test_waiter_naming_a_queue_twice_is_one_waiter(node):
-    waiter = node.block("c1", [b"q", b"q"], 0, False)
+    waiter = node.consumers.block("c1", [b"q", b"q"], 0, False)
     assert node.queues.get(b"q").blocked == 1
     job = add(node)
-    node.serve_ready()
+    node.consumers.serve_ready()
     assert node.take_effects() == [Unblock(waiter, [job])]
 
 
 def test_no_effect_without_serve_ready_call(node):
-    node.block("c1", [b"q"], 0, False)
+    node.consumers.block("c1", [b"q"], 0, False)
     add(node)
     assert node.take_effects() == []
 
 
 def test_waiter_deadline_expires_with_timed_out(node, clock):
-    waiter = node.block("c1", [b"q"], START_MS + 100, False)
+    waiter = node.consumers.block("c1", [b"q"], START_MS + 100, False)
     clock.advance(99)
     node.tick()
     assert node.take_effects() == []
@@ -769,49 +769,49 @@ def test_waiter_deadline_expires_with_timed_out(node, clock):
     node.tick()
     assert node.take_effects() == [Unblock(waiter, TIMED_OUT)]
     assert node.queues.get(b"q").blocked == 0
-    assert node.blocked_clients == 0
+    assert node.parking.blocked_clients == 0
 
 
 def test_waiter_without_deadline_never_times_out(node, drive):
-    node.block("c1", [b"q"], 0, False)
+    node.consumers.block("c1", [b"q"], 0, False)
     drive(3_600_000)
     assert node.take_effects() == []
-    assert node.blocked_clients == 1
+    assert node.parking.blocked_clients == 1
 
 
 def test_served_waiter_does_not_time_out_later(node, clock):
-    waiter = node.block("c1", [b"q"], START_MS + 100, False)
+    waiter = node.consumers.block("c1", [b"q"], START_MS + 100, False)
     job = add(node)
-    node.serve_ready()
+    node.consumers.serve_ready()
     clock.advance(1000)
     node.tick()
     assert node.take_effects() == [Unblock(waiter, [job])]
 
 
 def test_cancelled_waiter_is_not_served(node):
-    waiter = node.block("c1", [b"q"], START_MS + 100, False)
-    node.cancel_waiter(waiter)
+    waiter = node.consumers.block("c1", [b"q"], START_MS + 100, False)
+    node.parking.cancel(waiter)
     add(node)
-    node.serve_ready()
+    node.consumers.serve_ready()
     assert node.take_effects() == []
     assert qlen(node) == 1
-    assert node.blocked_clients == 0
+    assert node.parking.blocked_clients == 0
     assert node.queues.get(b"q").blocked == 0
 
 
 def test_cancelled_waiter_does_not_time_out(node, clock):
-    waiter = node.block("c1", [b"q"], START_MS + 100, False)
-    node.cancel_waiter(waiter)
+    waiter = node.consumers.block("c1", [b"q"], START_MS + 100, False)
+    node.parking.cancel(waiter)
     clock.advance(200)
     node.tick()
     assert node.take_effects() == []
 
 
 def test_cancel_waiter_twice_is_harmless(node):
-    waiter = node.block("c1", [b"q"], 0, False)
-    node.cancel_waiter(waiter)
-    node.cancel_waiter(waiter)
-    assert node.blocked_clients == 0
+    waiter = node.consumers.block("c1", [b"q"], 0, False)
+    node.parking.cancel(waiter)
+    node.parking.cancel(waiter)
+    assert node.parking.blocked_clients == 0
 
 
 # -------------------------------------------------------------------- PAUSE
@@ -819,9 +819,9 @@ def test_cancel_waiter_twice_is_harmless(node):
 
 def test_paused_out_queue_does_not_wake_waiters(node):
     node.set_paused(node.queue(b"q"), PAUSED_OUT)
-    node.block("c1", [b"q"], 0, False)
+    node.consumers.block("c1", [b"q"], 0, False)
     add(node)
-    node.serve_ready()
+    node.consumers.serve_ready()
     assert node.take_effects() == []
     assert qlen(node) == 1
 
@@ -829,10 +829,10 @@ def test_paused_out_queue_does_not_wake_waiters(node):
 def test_clearing_pause_out_wakes_waiters(node):
     q = node.queue(b"q")
     node.set_paused(q, PAUSED_OUT)
-    waiter = node.block("c1", [b"q"], 0, False)
+    waiter = node.consumers.block("c1", [b"q"], 0, False)
     job = add(node)
     node.set_paused(q, 0)
-    node.serve_ready()
+    node.consumers.serve_ready()
     assert node.take_effects() == [Unblock(waiter, [job])]
 
 
@@ -868,7 +868,7 @@ def test_paused_in_queue_still_takes_delayed_at_most_once_job(node, drive):
 
 
 def evict_all(node) -> int:
-    return sum(node.evict_idle_queues() for _ in range(64))
+    return sum(node.memory.evict_idle_queues() for _ in range(64))
 
 
 def test_idle_empty_queue_evicted_after_300s(node, clock):
@@ -892,7 +892,7 @@ def test_queue_with_jobs_kept(node, clock):
 
 
 def test_queue_with_waiters_kept(node, clock):
-    node.block("c1", [b"q"], 0, False)
+    node.consumers.block("c1", [b"q"], 0, False)
     clock.advance(QUEUE_MAX_IDLE_S * 1000 * 2)
     assert evict_all(node) == 0
 
@@ -924,7 +924,7 @@ def test_idle_limit_shrinks_under_memory_pressure(node, clock, used_percent, lev
         add(node, queue=b"full", body=b"x" * 100)
     node.queue(b"q")
     node.maxmemory = node.used_memory * 100 // used_percent
-    assert node.memory_warning_level() == level
+    assert node.memory.warning_level() == level
     clock.advance(max_idle_s * 1000)
     assert evict_all(node) == 1
     assert node.queues.get(b"q") is None
@@ -945,17 +945,17 @@ def test_flush_all_forgets_every_job_and_queue(node):
 
 
 def test_flush_all_releases_blocked_waiters_with_timeout(node):
-    w1 = node.block("c1", [b"a"], 0, False)
-    w2 = node.block("c2", [b"a", b"b"], START_MS + 1000, False)
+    w1 = node.consumers.block("c1", [b"a"], 0, False)
+    w2 = node.consumers.block("c2", [b"a", b"b"], START_MS + 1000, False)
     node.flush_all()
     effects = node.take_effects()
     assert sorted(effects, key=lambda e: e.waiter.client) == [
         Unblock(w1, TIMED_OUT), Unblock(w2, TIMED_OUT)]
-    assert node.blocked_clients == 0
+    assert node.parking.blocked_clients == 0
 
 
 def test_flush_all_released_waiter_does_not_time_out_again(node, clock):
-    node.block("c1", [b"a"], START_MS + 1000, False)
+    node.consumers.block("c1", [b"a"], START_MS + 1000, False)
     node.flush_all()
     node.take_effects()
     clock.advance(2000)

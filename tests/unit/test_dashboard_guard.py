@@ -54,7 +54,7 @@ def test_protected_mode_serves_only_this_host(server):
 def test_any_one_of_the_protected_mode_openers_opens_the_dashboard(node, args):
     config = Config.load(None, args)
     server = ServerState(node, config)
-    server.set_requirepass(config["requirepass"])
+    server.set_requirepass(config.requirepass)
     assert run(server, ("10.1.2.3", 5000)).status != 403
 
 

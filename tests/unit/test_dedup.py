@@ -226,7 +226,7 @@ def test_a_duplicate_during_the_copies_wait_gets_the_first_answer():
     assert isinstance(waiter, Waiter)
     assert net.run_until(lambda: "retry" in net.unblocked, 1000)
     assert net.unblocked["first"] == [job.id] and net.unblocked["retry"] == [job.id]
-    assert net.nodes[0].blocked_clients == 0
+    assert net.nodes[0].parking.blocked_clients == 0
 
 
 def test_a_duplicate_shares_the_first_failure_and_times_out_alone():
@@ -241,7 +241,7 @@ def test_a_duplicate_shares_the_first_failure_and_times_out_alone():
     assert net.run_until(lambda: "long" in net.unblocked, 2000)
     assert isinstance(net.unblocked["long"][0], NoReplError)
     assert net.unblocked["long"] == net.unblocked["first"]
-    assert net.nodes[0].blocked_clients == 0
+    assert net.nodes[0].parking.blocked_clients == 0
 
 
 def test_a_duplicate_of_a_first_addjob_whose_client_left_gets_norepl():
@@ -249,9 +249,9 @@ def test_a_duplicate_of_a_first_addjob_whose_client_left_gets_norepl():
     net.drop_rule = lambda m: m.kind == msg.GOTJOB
     job = net.add_job(0, repl=3, client="first", dedup_key=b"k")
     net.add_job(0, repl=3, client="retry", dedup_key=b"k")
-    net.call(0, "cancel_waiter", net.nodes[0].more(job).waiter)
+    net.call(0, "parking.cancel", net.nodes[0].more(job).waiter)
     assert str(net.unblocked["retry"][0]) == FIRST_ADD_GONE
-    assert net.nodes[0].blocked_clients == 0
+    assert net.nodes[0].parking.blocked_clients == 0
 
 
 def test_the_table_survives_many_keys_windows_out_of_order_and_discards(core):
@@ -337,7 +337,7 @@ def test_a_promised_copy_outlives_an_abandoned_deljob():
     net.add_job(1, repl=3, client="retry", timeout_ms=5000, dedup_key=b"k")
     assert net.run_until(lambda: "retry" in net.unblocked, 1000)
     net.nodes[0].lookup(job.id).flags &= ~FLAG_PROMISED   # as if it missed it
-    net.call(0, "cancel_waiter", net.nodes[0].more(job).waiter)
+    net.call(0, "parking.cancel", net.nodes[0].more(job).waiter)
     deljobs = [m for m in net.sent if m.kind == msg.DELJOB]
     assert deljobs and all(m.mflags & msg.MSG_ABANDONED for m in deljobs)
     net.run_for(1000)
@@ -364,11 +364,11 @@ def test_holders_keeping_an_abandoned_job_list_only_nodes_with_a_copy():
     stale = producer.job_bytes(producer.lookup(job.id), net.clock.now_ms() // 1000,
                                net.ids[1])
     producer.lookup(job.id).flags &= ~FLAG_PROMISED   # as if it missed it
-    net.call(0, "cancel_waiter", producer.more(job).waiter)
+    net.call(0, "parking.cancel", producer.more(job).waiter)
     assert producer.lookup(job.id) is None
     net.run_for(5)                                   # the DELJOBs arrive, not yet a heal
     for i in (1, 2, 3):
-        net.call(i, "on_repljob_healing", net.ids[0], 0, [stale])
+        net.call(i, "healing.on_repljob", net.ids[0], 0, [stale])
     assert net.run_until(lambda: producer.lookup(job.id) is not None, 1000)
     net.run_for(1000)
     for i in (1, 2, 3):

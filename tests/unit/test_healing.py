@@ -85,8 +85,8 @@ def test_a_failed_holder_is_replaced_by_exactly_one_survivor():
     net.run_for(3 * HEAL_FALLBACK_MS)                 # nobody acts again
     assert repljobs_since(net, t0, job.id) == frames
     assert holders(net, job.id) == now_holding
-    assert net.nodes[actor].heal_jobs_restored == 1
-    assert net.nodes[actor].heal_copies_restored == 1
+    assert net.nodes[actor].healing.jobs_restored == 1
+    assert net.nodes[actor].healing.copies_restored == 1
 
 
 def test_two_holders_failing_at_once_leave_one_survivor_that_makes_two_copies():
@@ -142,7 +142,7 @@ def test_a_holder_restarted_empty_gets_its_copy_back_from_one_survivor():
     assert len({m.src for m in frames}) == 1
     assert sorted(m.dst for m in frames) == sorted(first - {frames[0].src})
     assert listed_by(net, wiped, job.id) == first
-    assert net.nodes[frames[0].src].heal_peers_restarted_empty == 1
+    assert net.nodes[frames[0].src].healing.peers_restarted_empty == 1
     net.run_for(3 * HEAL_FALLBACK_MS)
     assert repljobs_since(net, t0, job.id) == frames
 
@@ -181,7 +181,7 @@ def test_a_failed_holder_that_comes_back_empty_after_healing_costs_one_resend():
     assert len({m.src for m in frames}) == 1
     assert sorted(m.dst for m in frames) == sorted(healed - {frames[0].src})
     assert holders(net, job.id) == healed
-    assert net.nodes[frames[0].src].heal_jobs_resent == 1
+    assert net.nodes[frames[0].src].healing.jobs_resent == 1
 
 
 def test_a_resend_leaves_the_marks_of_holders_it_did_not_go_to():
@@ -199,18 +199,18 @@ def test_a_resend_leaves_the_marks_of_holders_it_did_not_go_to():
     net.run_for(2 * HEAL_DEADLINE_MS)
     healed = holders(net, job.id)
     assert emptied not in healed
-    counters = {i: (net.nodes[i].heal_jobs_restored, net.nodes[i].heal_jobs_resent)
+    counters = {i: (net.nodes[i].healing.jobs_restored, net.nodes[i].healing.jobs_resent)
                 for i in healed}
     lost = min(healed)
     net.crash(lost)
     assert net.run_until(lambda: net.nodes[emptied].lookup(job.id) is not None,
                          HEAL_FALLBACK_MS + HEAL_DEADLINE_MS)
     acted = [i for i in healed - {lost}
-             if (net.nodes[i].heal_jobs_restored, net.nodes[i].heal_jobs_resent) != counters[i]]
+             if (net.nodes[i].healing.jobs_restored, net.nodes[i].healing.jobs_resent) != counters[i]]
     assert len(acted) == 1
     restored, resent = counters[acted[0]]
-    assert net.nodes[acted[0]].heal_jobs_restored == restored + 1
-    assert net.nodes[acted[0]].heal_jobs_resent == resent
+    assert net.nodes[acted[0]].healing.jobs_restored == restored + 1
+    assert net.nodes[acted[0]].healing.jobs_resent == resent
 
 
 def test_a_holder_listed_by_a_frame_lost_with_its_producer_gets_the_job_when_the_producer_is_lost():
@@ -315,7 +315,7 @@ def test_healing_is_paced_by_a_budget_of_jobs_per_period():
     net.crash(lost)
     net.run_for(HEAL_PERIOD_MS // 2)
     for i in net.live():
-        assert net.nodes[i].heal_jobs_restored <= HEAL_JOBS_PER_PERIOD
+        assert net.nodes[i].healing.jobs_restored <= HEAL_JOBS_PER_PERIOD
     assert net.run_until(lambda: all(len(holders(net, job_id)) == 3 for job_id in affected),
                          10 * HEAL_PERIOD_MS * (count // HEAL_JOBS_PER_PERIOD + 1))
     per_job = Counter()
@@ -324,7 +324,7 @@ def test_healing_is_paced_by_a_budget_of_jobs_per_period():
     # No storm: each affected job sent once to each of its 4 listed holders but the actor.
     assert set(per_job) == affected
     assert set(per_job.values()) == {3}
-    restored = sum(net.nodes[i].heal_jobs_restored for i in net.live())
+    restored = sum(net.nodes[i].healing.jobs_restored for i in net.live())
     assert restored == len(affected)
 
 
@@ -358,7 +358,7 @@ def test_only_the_jobs_of_the_lost_holder_are_copied_and_a_blip_copies_nothing()
 def test_rereplicate_no_leaves_the_job_below_its_level():
     net = five(seed=13)
     for node in net.nodes:
-        node.set_rereplicate(False)
+        node.healing.set_enabled(False)
     job = replicated(net)
     first = holders(net, job.id)
     t0 = net.clock.now_ms()
@@ -368,7 +368,7 @@ def test_rereplicate_no_leaves_the_job_below_its_level():
     assert len(holders(net, job.id)) == 2
     # Turned on again: the nodes failing now are looked for at once.
     for i in net.live():
-        net.nodes[i].set_rereplicate(True)
+        net.nodes[i].healing.set_enabled(True)
     assert net.run_until(at_level(net, job.id), HEAL_DEADLINE_MS)
 
 
@@ -384,7 +384,7 @@ def test_no_node_to_copy_to_waits_for_one_to_come_back():
     assert len(holders(net, job.id)) == 2
     survivors = first - {lost}
     for i in survivors:                               # rereplicate_jobs_below_level
-        assert dict(net.nodes[i].heal_info())["rereplicate_jobs_below_level"] == 1
+        assert dict(net.nodes[i].healing.info())["rereplicate_jobs_below_level"] == 1
     net.restart(spare)
     assert net.run_until(at_level(net, job.id), HEAL_DEADLINE_MS)
     assert holders(net, job.id) == survivors | {spare}
@@ -404,7 +404,7 @@ def test_a_watcher_acts_when_the_first_in_line_does_not():
     probe.crash(lost)
     assert probe.run_until(at_level(probe, job.id), HEAL_DEADLINE_MS)
     (actor,) = {m.src for m in repljobs_since(probe, crashed_at, job.id)}
-    net.nodes[actor].set_rereplicate(False)           # first in line, but does nothing
+    net.nodes[actor].healing.set_enabled(False)           # first in line, but does nothing
     t0 = net.clock.now_ms()
     net.crash(lost)
     net.run_for(HEAL_FALLBACK_MS // 2)
@@ -446,7 +446,7 @@ def test_a_watcher_acts_at_once_when_the_first_in_line_loses_its_link():
                            HEAL_DEADLINE_MS)
     (actor,) = {m.src for m in repljobs_since(probe, restarted_at, job.id)}
     (watcher,) = first - {wiped, actor}
-    net.nodes[actor].set_rereplicate(False)
+    net.nodes[actor].healing.set_enabled(False)
     net.crash(wiped)
     net.run_for(500)
     net.restart(wiped)

@@ -138,9 +138,9 @@ def test_qrequeue_resets_counters_and_leaves_direct_jobs():
         take(core)
         core.nack_jobs([job.id])
     direct = add(core, queue=b"q:dead")
-    moved = core.requeue_dead(b"q:dead", None, 2)
+    moved = core.requeue.requeue_dead(b"q:dead", None, 2)
     assert moved == 2 and core.queue_length(b"q") == 2
-    assert core.requeue_dead(b"q:dead", b"elsewhere", -1) == 1
+    assert core.requeue.requeue_dead(b"q:dead", b"elsewhere", -1) == 1
     assert core.queue_length(b"q:dead") == 1 and core.get_jobs([b"q:dead"], 1) == [direct]
     for job in dead:
         assert job.nacks == job.deliveries == 0

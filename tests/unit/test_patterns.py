@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from disque_py.base.effects import Unblock
-from disque_py.node.patterns import PATTERN_CACHE_MAX
+from disque_py.node.consumers import PATTERN_CACHE_MAX
 from disque_py.node.waiters import TIMED_OUT
 from disque_py.engine import HOT_COMMANDS, PAUSED_OUT, render_jobs, run_hot
 from disque_py.base.errors import CommandError, LeavingError
@@ -38,9 +38,9 @@ def served_queues(node, rounds, *words):
 def test_only_matching_queues_are_covered(node):
     for name in (b"orders:eu", b"orders:us", b"ordersx", b"mail"):
         add(node, name)
-    assert sorted(node.pattern_queues(b"orders:*")) == [b"orders:eu", b"orders:us"]
-    assert node.pattern_queues(b"orders:[e]?") == [b"orders:eu"]
-    assert node.pattern_queues(b"nothing*") == []
+    assert sorted(node.consumers.pattern_queues(b"orders:*")) == [b"orders:eu", b"orders:us"]
+    assert node.consumers.pattern_queues(b"orders:[e]?") == [b"orders:eu"]
+    assert node.consumers.pattern_queues(b"nothing*") == []
 
 
 def test_every_queue_with_jobs_is_served_in_turn(node):
@@ -90,34 +90,34 @@ def test_from_reads_pattern_as_a_queue_name(node):
 
 def test_a_parked_consumer_is_woken_by_a_queue_made_after_it_parked(node):
     waiter = getjob(node, b"PATTERN", b"jobs:*")
-    assert node.blocked_clients == 1
+    assert node.parking.blocked_clients == 1
     add(node, b"other")
-    node.serve_ready()
+    node.consumers.serve_ready()
     assert node.take_effects() == []
     job = add(node, b"jobs:new")
-    node.serve_ready()
+    node.consumers.serve_ready()
     assert node.take_effects() == [Unblock(waiter, [job])]
-    assert node.pattern_waiters is None and node.blocked_clients == 0
+    assert node.consumers.pattern_waiters is None and node.parking.blocked_clients == 0
 
 
 def test_parked_consumers_get_one_job_each_oldest_first(node):
-    first = node.block_pattern("c1", b"q:*", 0, False)
-    second = node.block_pattern("c2", b"q:*", 0, False)
-    third = node.block_pattern("c3", b"other:*", 0, False)
+    first = node.consumers.block_pattern("c1", b"q:*", 0, False)
+    second = node.consumers.block_pattern("c2", b"q:*", 0, False)
+    third = node.consumers.block_pattern("c3", b"other:*", 0, False)
     jobs = [add(node, b"q:a"), add(node, b"q:b"), add(node, b"q:b")]
-    node.serve_ready()
+    node.consumers.serve_ready()
     effects = node.take_effects()
     assert effects == [Unblock(first, [jobs[0]]), Unblock(second, [jobs[1]])]
-    assert list(node.pattern_waiters) == [third]
+    assert list(node.consumers.pattern_waiters) == [third]
     assert node.queue_length(b"q:b") == 1
 
 
 def test_a_cancelled_consumer_is_forgotten(node):
-    waiter = node.block_pattern("c1", b"q:*", 0, False)
-    node.cancel_waiter(waiter)
-    assert node.pattern_waiters is None and node.blocked_clients == 0
+    waiter = node.consumers.block_pattern("c1", b"q:*", 0, False)
+    node.parking.cancel(waiter)
+    assert node.consumers.pattern_waiters is None and node.parking.blocked_clients == 0
     add(node, b"q:a")
-    node.serve_ready()
+    node.consumers.serve_ready()
     assert node.take_effects() == [] and node.queue_length(b"q:a") == 1
 
 
@@ -126,12 +126,12 @@ def test_a_parked_consumer_times_out(node, clock):
     clock.advance(100)
     node.tick()
     assert node.take_effects() == [Unblock(waiter, TIMED_OUT)]
-    assert node.pattern_waiters is None
+    assert node.consumers.pattern_waiters is None
 
 
 def test_leaving_releases_parked_pattern_consumers(node):
-    waiter = node.block_pattern("c1", b"q:*", 0, False)
-    node.release_all_waiters_leaving()
+    waiter = node.consumers.block_pattern("c1", b"q:*", 0, False)
+    node.set_cluster_view(1, set(), 0, [], leaving=True)     # this node starts leaving
     [effect] = node.take_effects()
     assert effect.waiter is waiter and isinstance(effect.outcome, LeavingError)
 
@@ -139,23 +139,23 @@ def test_leaving_releases_parked_pattern_consumers(node):
 def test_an_evicted_queue_leaves_the_pattern(node, clock):
     add(node, b"q:a")
     getjob(node, b"NOHANG", b"PATTERN", b"q:*")
-    assert node.pattern_queues(b"q:*") == [b"q:a"]
+    assert node.consumers.pattern_queues(b"q:*") == [b"q:a"]
     clock.advance(3600 * 1000)
-    node.evict_idle_queues(budget=len(node.queues.partitions()))
-    assert node.pattern_queues(b"q:*") == []
+    node.memory.evict_idle_queues(budget=len(node.queues.partitions()))
+    assert node.consumers.pattern_queues(b"q:*") == []
     assert node.queues.get(b"q:a") is None
 
 
 def test_remembered_patterns_are_bounded(node):
     for index in range(PATTERN_CACHE_MAX + 10):
-        node.pattern_queues(b"p%d:*" % index)
-    assert len(node._pattern_state) == PATTERN_CACHE_MAX
+        node.consumers.pattern_queues(b"p%d:*" % index)
+    assert len(node.consumers._patterns) == PATTERN_CACHE_MAX
 
 
 def test_plain_queues_pay_no_ready_mark_without_pattern_consumers(node):
     add(node, b"q:a")
     assert node.ready == {}
-    node.block_pattern("c1", b"z:*", 0, False)
+    node.consumers.block_pattern("c1", b"z:*", 0, False)
     add(node, b"q:a")
     assert list(node.ready) == [b"q:a"]
 
@@ -164,10 +164,10 @@ def test_flushall_times_out_parked_pattern_consumers_and_forgets_rotations(node)
     add(node, b"q:a")
     add(node, b"q:b")
     getjob(node, b"NOHANG", b"PATTERN", b"q:*")
-    waiter = node.block_pattern("c1", b"z:*", 0, False)
+    waiter = node.consumers.block_pattern("c1", b"z:*", 0, False)
     node.flush_all()
     assert node.take_effects() == [Unblock(waiter, TIMED_OUT)]
-    assert node.pattern_waiters is None
+    assert node.consumers.pattern_waiters is None
     add(node, b"q:b")
     add(node, b"q:a")
     assert served_queues(node, 2, b"PATTERN", b"q:*") == [b"q:a", b"q:b"]

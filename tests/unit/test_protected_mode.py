@@ -9,7 +9,7 @@ import pytest
 
 from disque_py.config import Config
 from disque_py.base.errors import ConfigError
-from disque_py.server.protected_mode import DENIED, allows, is_local
+from disque_py.config.protected_mode import DENIED, allows, is_local
 
 REMOTE = ("10.200.0.2", 40000)
 
@@ -68,9 +68,9 @@ def test_denied_reply_is_one_resp_error_naming_the_ways_out():
 
 
 def test_protected_mode_shows_and_defaults():
-    assert config()["protected-mode"] is True
+    assert config().protected_mode is True
     assert config().get_matching(b"protected-mode") == [b"protected-mode", b"yes"]
-    assert config("--protected-mode", "no")["protected-mode"] is False
+    assert config("--protected-mode", "no").protected_mode is False
 
 
 # --------------------------------------------------------------------------
@@ -79,12 +79,12 @@ def test_protected_mode_shows_and_defaults():
 
 def test_tls_defaults_are_redis_6s():
     settings = config()
-    assert settings["tls-port"] == 0
-    assert settings["tls-cert-file"] is None and settings["tls-key-file"] is None
-    assert settings["tls-ca-cert-file"] is None
-    assert settings["tls-auth-clients"] == "yes"
-    assert settings["tls-protocols"] == ("TLSv1.2", "TLSv1.3")
-    assert settings["tls-cluster"] is False
+    assert settings.tls_port == 0
+    assert settings.tls_cert_file is None and settings.tls_key_file is None
+    assert settings.tls_ca_cert_file is None
+    assert settings.tls_auth_clients == "yes"
+    assert settings.tls_protocols == ("TLSv1.2", "TLSv1.3")
+    assert settings.tls_cluster is False
     shown = dict(zip(*[iter(settings.get_matching(b"tls-*"))] * 2))
     assert shown == {b"tls-port": b"0", b"tls-cert-file": b"", b"tls-key-file": b"",
                      b"tls-ca-cert-file": b"", b"tls-auth-clients": b"yes",
@@ -98,7 +98,7 @@ def test_tls_defaults_are_redis_6s():
     (["TLSv1 TLSv1.1 TLSv1.2"], ("TLSv1", "TLSv1.1", "TLSv1.2")),
 ])
 def test_tls_protocols_parse(words, expected):
-    assert config("--tls-protocols", *words)["tls-protocols"] == expected
+    assert config("--tls-protocols", *words).tls_protocols == expected
 
 
 @pytest.mark.parametrize("words, message", [
@@ -126,7 +126,7 @@ def test_bad_tls_values_stop_loading(args, message):
 def test_only_the_tls_files_can_be_set_at_run_time():
     settings = config()
     settings.set(b"tls-cert-file", b"/etc/disque/node.crt")   # nothing uses TLS: just kept
-    assert settings["tls-cert-file"] == "/etc/disque/node.crt"
+    assert settings.tls_cert_file == "/etc/disque/node.crt"
     for name in (b"tls-port", b"tls-auth-clients", b"tls-protocols", b"tls-cluster"):
         with pytest.raises(Exception, match="Unsupported CONFIG parameter"):
             settings.set(name, b"no")
@@ -146,4 +146,4 @@ def test_tls_directives_survive_rewrite(tmp_path, monkeypatch):
     again = Config.load(str(path), [])
     for name in ("tls-port", "tls-protocols", "tls-cert-file", "tls-auth-clients",
                  "protected-mode"):
-        assert again[name] == settings[name]
+        assert again.value(name) == settings.value(name)

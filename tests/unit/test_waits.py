@@ -20,8 +20,8 @@ from disque_py.commands.context import Park
 from disque_py.commands.queues import render_outcome
 from disque_py.base.effects import Unblock
 from disque_py.engine import GONE_MOVED
-from disque_py.node.node import Node
 from disque_py.node.waiters import DONE
+from disque_py.node.waits import Waits
 from disque_py.formats.resp import encode
 from disque_py.server.state import ServerState
 from disque_py.config import Config
@@ -42,20 +42,20 @@ def answers(node) -> dict:
 
 
 def parked(node, client, job_ids, deadline=FOREVER):
-    statuses, waiter = node.wait_for_jobs(client, list(job_ids), deadline)
+    statuses, waiter = node.waits.wait_for_jobs(client, list(job_ids), deadline)
     assert waiter is not None, statuses
     return waiter
 
 
 def idle(node) -> bool:
     """Nothing of WAITJOB or QWAIT is left on the node."""
-    return not node.job_waits and not node.queue_waits and node.blocked_clients == 0
+    return not node.waits.job_waits and not node.waits.queue_waits and node.parking.blocked_clients == 0
 
 
 # ------------------------------------------------------------ WAITJOB now
 
 def test_unknown_ids_answer_unknown_at_once_and_park_nothing(node):
-    statuses, waiter = node.wait_for_jobs("c", [UNKNOWN_ID, UNKNOWN_ID], FOREVER)
+    statuses, waiter = node.waits.wait_for_jobs("c", [UNKNOWN_ID, UNKNOWN_ID], FOREVER)
     assert (statuses, waiter) == ([b"unknown", b"unknown"], None)
     assert idle(node)
 
@@ -63,7 +63,7 @@ def test_unknown_ids_answer_unknown_at_once_and_park_nothing(node):
 def test_a_job_acked_here_answers_acked_at_once(node):
     node.cluster_size = 2                # an ack for a job held elsewhere stays here
     assert node.ack_jobs([UNKNOWN_ID]) == 0
-    statuses, waiter = node.wait_for_jobs("c", [UNKNOWN_ID], FOREVER)
+    statuses, waiter = node.waits.wait_for_jobs("c", [UNKNOWN_ID], FOREVER)
     assert (statuses, waiter) == ([b"acked"], None)
 
 
@@ -71,7 +71,7 @@ def test_an_open_job_parks_with_its_position_pending(node):
     job = add(node)
     waiter = parked(node, "c", [UNKNOWN_ID, job.id])
     assert waiter.statuses == [b"unknown", b"pending"]
-    assert node.blocked_clients == 1 and list(node.job_waits) == [job.id]
+    assert node.parking.blocked_clients == 1 and list(node.waits.job_waits) == [job.id]
 
 
 # ------------------------------------------------------------ each status
@@ -87,7 +87,7 @@ def test_fastack_answers_acked(node):
 def test_ack_collected_through_setack_answers_acked(node):
     job = add(node)
     parked(node, "c", [job.id])
-    node.on_setack(b"f" * 40, 0, job.id, 1)
+    node.acks.on_setack(b"f" * 40, 0, job.id, 1)
     assert answers(node) == {"c": [b"acked"]}
 
 
@@ -134,7 +134,7 @@ def test_a_job_moved_to_another_node_keeps_its_waiter_waiting(node):
     parked(node, "c", [job.id])
     node.unregister(job, GONE_MOVED)
     assert answers(node) == {}
-    assert list(node.job_waits) == [job.id] and node.blocked_clients == 1
+    assert list(node.waits.job_waits) == [job.id] and node.parking.blocked_clients == 1
 
 
 # ------------------------------------------------------------ several IDs, waiters
@@ -165,9 +165,9 @@ def test_several_waiters_on_one_job_are_all_answered(node, clock, drive):
 def test_a_client_that_goes_away_leaves_nothing_behind(node):
     job = add(node)
     waiter = parked(node, "c", [job.id, UNKNOWN_ID])
-    qwaiter = node.wait_for_queue("d", b"q", FOREVER)
-    node.cancel_waiter(waiter)
-    node.cancel_waiter(qwaiter)
+    qwaiter = node.waits.wait_for_queue("d", b"q", FOREVER)
+    node.parking.cancel(waiter)
+    node.parking.cancel(qwaiter)
     assert idle(node)
     node.fast_ack([job.id])
     assert answers(node) == {}
@@ -176,7 +176,7 @@ def test_a_client_that_goes_away_leaves_nothing_behind(node):
 def test_flushall_answers_every_waiter(node):
     job = add(node)
     parked(node, "c", [job.id, UNKNOWN_ID])
-    node.wait_for_queue("d", b"q", FOREVER)
+    node.waits.wait_for_queue("d", b"q", FOREVER)
     node.flush_all()
     assert answers(node) == {"c": [b"deleted", b"unknown"], "d": 1}
     assert idle(node)
@@ -185,17 +185,17 @@ def test_flushall_answers_every_waiter(node):
 # ------------------------------------------------------------ QWAIT
 
 def test_qwait_on_an_unknown_or_finished_queue_answers_at_once_and_makes_no_queue(node):
-    assert node.wait_for_queue("c", b"nosuch", FOREVER) is None
+    assert node.waits.wait_for_queue("c", b"nosuch", FOREVER) is None
     assert node.queues.get(b"nosuch") is None
     job = add(node)
     node.fast_ack([job.id])
-    assert node.wait_for_queue("c", b"q", FOREVER) is None
+    assert node.waits.wait_for_queue("c", b"q", FOREVER) is None
     assert idle(node)
 
 
 def test_qwait_counts_queued_and_active_jobs_until_the_last_is_acked(node):
     first, second = add(node), add(node)
-    node.wait_for_queue("c", b"q", FOREVER)
+    node.waits.wait_for_queue("c", b"q", FOREVER)
     assert node.get_jobs([b"q"], 1) == [first]      # active now: still open
     node.fast_ack([first.id])
     third = add(node)                               # a job added while waiting counts
@@ -208,7 +208,7 @@ def test_qwait_counts_queued_and_active_jobs_until_the_last_is_acked(node):
 
 def test_qwait_times_out_with_zero_while_jobs_are_open(node, clock, drive):
     add(node)
-    node.wait_for_queue("c", b"q", clock.now_ms() + 200)
+    node.waits.wait_for_queue("c", b"q", clock.now_ms() + 200)
     drive(200)
     assert answers(node) == {"c": 0}
     assert idle(node)
@@ -217,18 +217,18 @@ def test_qwait_times_out_with_zero_while_jobs_are_open(node, clock, drive):
 def test_qwait_ignores_other_queues(node):
     add(node, b"q")
     other = add(node, b"other")
-    node.wait_for_queue("c", b"q", FOREVER)
+    node.waits.wait_for_queue("c", b"q", FOREVER)
     node.fast_ack([other.id])
     assert answers(node) == {}
 
 
 def test_qwaits_on_one_queue_share_one_scan_of_the_job_table(node, monkeypatch):
     scans = []
-    monkeypatch.setattr(Node, "count_open_jobs",
+    monkeypatch.setattr(Waits, "count_open_jobs",
                         lambda self, name: scans.append(name) or 1)
     job = add(node)
     for client in ("a", "b", "c"):
-        node.wait_for_queue(client, b"q", FOREVER)
+        node.waits.wait_for_queue(client, b"q", FOREVER)
     assert scans == [b"q"]
     node.fast_ack([job.id])
     assert answers(node) == {"a": 1, "b": 1, "c": 1}
@@ -238,16 +238,16 @@ def test_a_job_moving_queue_moves_its_count(node):
     # The contract dead-lettering relies on: waits_queue_moved(job, old).
     add(node, b"q:dead")
     live = add(node, b"q")
-    node.wait_for_queue("dead", b"q:dead", FOREVER)
-    node.wait_for_queue("live", b"q", FOREVER)
-    node.waits_queue_moved(live, b"q:dead")          # as if `live` came from q:dead
+    node.waits.wait_for_queue("dead", b"q:dead", FOREVER)
+    node.waits.wait_for_queue("live", b"q", FOREVER)
+    node.waits.job_moved(live, b"q:dead")          # as if `live` came from q:dead
     assert answers(node) == {"dead": 1}
-    assert node.queue_waits[b"q"].open == 2 and b"q:dead" not in node.queue_waits
+    assert node.waits.queue_waits[b"q"].open == 2 and b"q:dead" not in node.waits.queue_waits
 
 
 def test_a_job_moved_to_another_node_leaves_the_queue_count(node):
     job = add(node, repl=1, retry=0)
-    node.wait_for_queue("c", b"q", FOREVER)
+    node.waits.wait_for_queue("c", b"q", FOREVER)
     node.unregister(job, GONE_MOVED)
     assert answers(node) == {"c": 1}
 
@@ -279,7 +279,7 @@ def test_waitjob_and_qwait_park_with_a_deadline(call, node, clock):
 def test_rendering_of_each_outcome(node):
     job = add(node)
     waiter = parked(node, "c", [job.id])
-    queue_waiter = node.wait_for_queue("d", b"q", FOREVER)
+    queue_waiter = node.waits.wait_for_queue("d", b"q", FOREVER)
     assert encode(render_outcome(queue_waiter, DONE)) == b":1\r\n"
     node.fast_ack([job.id])
     assert encode(render_outcome(waiter, DONE)) == b"*1\r\n$5\r\nacked\r\n"
@@ -300,7 +300,7 @@ def replicated(net: SimNet, node: int = 0, *, repl: int, queue: bytes = b"q"):
 def test_an_ack_on_another_node_wakes_a_waitjob_on_a_holder():
     net = SimNet(3, seed=21)
     job = replicated(net, repl=3)
-    waiter = net.call(1, "wait_for_jobs", "c", [job.id], FOREVER)[1]
+    waiter = net.call(1, "waits.wait_for_jobs", "c", [job.id], FOREVER)[1]
     assert waiter is not None
     assert net.call(2, "ack_jobs", [job.id]) == 1
     assert net.run_until(lambda: "c" in net.unblocked, 1000)
@@ -314,13 +314,13 @@ def test_a_holder_that_kept_an_ack_answers_acked_at_once():
     net.drop_rule = lambda m: m.kind == msg.DELJOB        # the ack stays on node 1
     net.call(0, "ack_jobs", [job.id])
     assert net.run_until(lambda: net.copies(job.id).get(1) == "acked", 1000)
-    assert net.call(1, "wait_for_jobs", "c", [job.id], FOREVER) == ([b"acked"], None)
+    assert net.call(1, "waits.wait_for_jobs", "c", [job.id], FOREVER) == ([b"acked"], None)
 
 
 def test_qwait_counts_replica_copies_on_a_holder():
     net = SimNet(3, seed=23)
     first = replicated(net, repl=3)
-    assert net.call(1, "wait_for_queue", "c", b"q", FOREVER) is not None
+    assert net.call(1, "waits.wait_for_queue", "c", b"q", FOREVER) is not None
     second = replicated(net, repl=3)                 # its copy reaches node 1 too
     assert net.copies(second.id).get(1) == "active"
     net.call(0, "ack_jobs", [first.id])

@@ -38,7 +38,7 @@ SAMPLER_KEY = web.AppKey("dashboard_sampler", Sampler)
 
 def setup(app: web.Application, server) -> None:
     sampler = Sampler(server)
-    store = SessionStore(SESSION_COOKIE_PREFIX + str(server.config["http-port"]))
+    store = SessionStore(SESSION_COOKIE_PREFIX + str(server.config.http_port))
     pages = Pages(PREFIX, sampler, make_environment())
     dashboard = web.Application(middlewares=[make_guard(store, PREFIX)])
     dashboard[SAMPLER_KEY] = sampler

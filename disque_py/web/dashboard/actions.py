@@ -21,7 +21,6 @@ from aiohttp import web
 from disque_py.commands import deadletter, jobs, queues
 from disque_py.engine import is_valid_id
 from disque_py.base.errors import DisqueError
-from disque_py.server.state import Session
 from disque_py.web.dashboard.auth import SESSION_REQUEST_KEY, see_other
 from disque_py.web.keys import SERVER_KEY
 
@@ -51,8 +50,8 @@ def run_command(request: web.Request, handler, *args: bytes):
     if name is None:
         raise ActionError(f"{handler.__name__.upper()} is disabled on this node (rename-command)")
     peer = request.transport.get_extra_info("peername") if request.transport else None
-    session = Session(0, addr=f"http:{peer[0]}:{peer[1]}" if peer else "http")
-    session.authenticated = True        # the dashboard's own login was checked
+    # Authenticated: the dashboard's own login was checked.
+    session = server.detached_session(f"http:{peer[0]}:{peer[1]}" if peer else "http")
     reply = server.commands.dispatch(server, session, [name, *args])
     if isinstance(reply, DisqueError):
         raise ActionError(f"{reply.prefix.decode()} {reply.message}")

@@ -40,7 +40,7 @@ from collections import OrderedDict
 
 from aiohttp import web
 
-from disque_py.server.protected_mode import DENIED, allows
+from disque_py.config.protected_mode import DENIED, allows
 from disque_py.web.keys import SERVER_KEY
 
 SESSION_COOKIE_PREFIX = "disque_dashboard_"

@@ -94,7 +94,7 @@ class Sampler:
         sample = Sample(self.clock(), node.stats_jobs_created, node.stats_delivered,
                         node.stats_acked, server.stats.commands_processed,
                         node.used_memory, self.rss(), len(server.clients),
-                        node.blocked_clients, queues)
+                        node.parking.blocked_clients, queues)
         self.samples.append(sample)
         return sample
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from typing import Any, NamedTuple
 
-from disque_py.config_parse import (_OCTAL, BAD_YES_NO, CLIENT_CLASSES, NO, YES, BadValue,
+from disque_py.config.parse import (_OCTAL, BAD_YES_NO, CLIENT_CLASSES, NO, YES, BadValue,
                                     ascii_lower, bare_or_quoted, decode, encode, format_memory,
                                     parse_file_integer, parse_memory, parse_set_integer, quote)
 

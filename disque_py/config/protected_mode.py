@@ -31,7 +31,7 @@ DENIED = (
 def allows(peer, config) -> bool:
     """Whether a client whose address is peer (as the transport's
     get_extra_info('peername') gives it) is served under config."""
-    if not config["protected-mode"] or config["bind"] or config["requirepass"]:
+    if not config.protected_mode or config.bind or config.requirepass:
         return True
     return is_local(peer)
 
