@@ -31,8 +31,10 @@ from disque_py.node.replication import Replication
 from disque_py.node.requeue import Requeue
 from tests.sim.checker import Checker, Decision
 from tests.sim.run import run_seed, run_seeds
+from tests.sim import workload
 from tests.sim.workload import make_scenario
 from tests.unit.simnet import START_MS, SimNet
+from tests.engine.commands import get_jobs, nack_jobs
 
 SEEDS = int(os.environ.get("SIM_SEEDS", "2000"))
 # The sweep is played in slices, each a test with its own timeout: the
@@ -106,8 +108,8 @@ def _plant_no_healing(monkeypatch):
 
 def _plant_nack_deletes(monkeypatch):
     # A job handed back must be delivered again; this one is dropped everywhere.
-    monkeypatch.setattr(Node, "nack_jobs",
-                        lambda self, job_ids, delay_ms=-1: self.fast_ack(job_ids))
+    monkeypatch.setattr(workload, "nack_jobs",
+                        lambda node, job_ids, delay_ms=-1: node.fast_ack(job_ids))
 
 
 def _queued_counted_twice(self, sender, mflags, job_id, aux):
@@ -254,11 +256,11 @@ def test_a_nack_while_a_delayed_nack_is_pending_counts_and_dead_letters():
     node = Node(b"n" * 40, FakeClock(START_MS, seed=1), id_seed=b"nack-absorbed")
     job = node.add_job(b"q", b"body", 1, 0, 5, 3600, 0, False,
                        options=JobOptions(0, 0, 2, None))
-    assert node.get_jobs([b"q"], 1) == [job]
-    assert node.nack_jobs([job.id], 5000) == 1       # delivery 1 of 2: back in 5 s
+    assert get_jobs(node, [b"q"], 1) == [job]
+    assert nack_jobs(node, [job.id], 5000) == 1       # delivery 1 of 2: back in 5 s
     assert job.nacks == 1
     # Another consumer, that got a copy elsewhere, NACKs it: delivery 2 of 2.
-    assert node.nack_jobs([job.id]) == 1
+    assert nack_jobs(node, [job.id]) == 1
     assert job.nacks == 2
     assert job.queue == b"q:dead"
     assert node.stats_dead_lettered == 1
@@ -273,8 +275,8 @@ def test_a_dead_copy_received_for_a_live_one_makes_it_dead():
                          options=JobOptions(0, 0, 1, None))
     other.on_repljob(holder.id, msg.MSG_NOREPLY, [holder.job_bytes(job, now_s)])
     assert other.lookup(job.id).queue == b"q"
-    assert holder.get_jobs([b"q"], 1) == [job]
-    holder.nack_jobs([job.id])                        # delivery 1 of 1: dead
+    assert get_jobs(holder, [b"q"], 1) == [job]
+    nack_jobs(holder, [job.id])                        # delivery 1 of 1: dead
     assert job.queue == b"q:dead"
     other.on_repljob(holder.id, msg.MSG_NOREPLY, [holder.job_bytes(job, now_s)])
     copy = other.lookup(job.id)
@@ -288,8 +290,8 @@ def test_an_aof_replay_finds_a_dead_lettered_job_dead():
     node.aof_enabled = True
     job = node.add_job(b"q", b"body", 1, 0, 5, 3600, 0, False,
                        options=JobOptions(0, 0, 1, None))
-    assert node.get_jobs([b"q"], 1) == [job]
-    node.nack_jobs([job.id])                          # delivery 1 of 1: dead
+    assert get_jobs(node, [b"q"], 1) == [job]
+    nack_jobs(node, [job.id])                          # delivery 1 of 1: dead
     records = [deserialize_job(node.job_bytes(effect.job)) for effect in node.take_effects()
                if type(effect) is AofLoadJob]
     assert len(records) >= 2 and records[-1].queue == b"q:dead"

@@ -62,6 +62,7 @@ from disque_py.node.waiters import Waiter
 from disque_py.base.errors import DisqueError
 from tests.sim.checker import OK, WAITING, Checker, TracedNode
 from tests.unit.simnet import SimNet
+from tests.engine.commands import ack_jobs, get_jobs, nack_jobs
 
 TTL_S = 3600                      # at-least-once jobs outlive the run
 AT_MOST_ONCE_TTL_S = 300          # may be stranded (delivered, unacked): they expire
@@ -569,7 +570,7 @@ class Workload:
         i = self.live_node()
         if i is not None:
             job_id = b"D-deadbeef-%024d-003d" % self.rng.randrange(10 ** 24)
-            self.net.call(i, "ack_jobs", [job_id])
+            self.net.call(i, ack_jobs, [job_id])
             self.log(f"n{i} ACKJOB of an ID nobody made")
 
     def qrequeue(self) -> None:
@@ -678,7 +679,7 @@ class Workload:
             return
         if action == "ACKJOB":
             self.checker.acked(job_id)      # before: the call deletes copies at once
-            result = net.call(i, "ack_jobs", [job_id])
+            result = net.call(i, ack_jobs, [job_id])
         elif action == "FASTACK":
             self.checker.acked(job_id)
             result = net.call(i, "fast_ack", [job_id])
@@ -686,7 +687,7 @@ class Workload:
             delay_ms = -1 if delay is None else delay * 1000
             before = self.checker.before_nack(i, job_id)
             facts = self.checker.nacking(job_id)
-            result = net.call(i, "nack_jobs", [job_id], delay_ms)
+            result = net.call(i, nack_jobs, [job_id], delay_ms)
             self.checker.nacked(i, facts, before, delay_ms, result)
             if delay is not None:
                 action = f"NACK DELAY {delay}"
@@ -704,7 +705,7 @@ class Workload:
         got = False
         queues = list(self.scenario.queues) + [BACKLOG] + list(self.dead_queues)
         for i in net.live():
-            for job in net.call(i, "get_jobs", queues, 100):
+            for job in net.call(i, get_jobs, queues, 100):
                 self.log(f"n{i} GETJOB (drain) {job.queue.decode()} -> {self.name(job.id)}",
                          job.id)
                 self.checker.delivered(job.id, i, job)

@@ -51,6 +51,8 @@ calls tick() on every node and carries out the resulting effects.
 
 from __future__ import annotations
 
+import functools
+
 import hashlib
 import heapq
 import random
@@ -63,6 +65,7 @@ from disque_py.base.effects import AofDedup, AofDelJob, AofLoadJob, AofUndedup, 
 from disque_py.engine import STATE_NAMES, deserialize_job
 from disque_py.node.node import Node
 from disque_py.persistence import aof_format
+from tests.engine.commands import get_jobs
 
 START_MS = 1_700_000_000_000
 STEP_MS = 10                      # server/runtime.py TIMER_MAX_SLEEP_MS
@@ -279,12 +282,16 @@ class SimNet:
 
     # ------------------------------------------------------------ clients
 
-    def call(self, i: int, method: str, *args, **kwargs):
-        """Run a Node method (or a component's: "consumers.block") as a
-        command would, then carry out its effects."""
-        target = self.nodes[i]
-        for name in method.split("."):
-            target = getattr(target, name)
+    def call(self, i: int, method, *args, **kwargs):
+        """Run a command on node i, then carry out its effects: `method` is
+        a Node method's name (or a component's: "consumers.block"), or a
+        function of the node (tests/engine/commands.py: the hot commands)."""
+        if callable(method):
+            target = functools.partial(method, self.nodes[i])
+        else:
+            target = self.nodes[i]
+            for name in method.split("."):
+                target = getattr(target, name)
         try:
             return target(*args, **kwargs)
         finally:
@@ -304,7 +311,7 @@ class SimNet:
     def get_jobs(self, i: int, *queues: bytes, count: int = 1, client=None,
                  timeout_ms: int = 0) -> list:
         """GETJOB: the jobs at hand; with `client`, park it when there are none."""
-        jobs = self.call(i, "get_jobs", list(queues), count)
+        jobs = self.call(i, get_jobs, list(queues), count)
         if not jobs and client is not None:
             deadline = self.clock.now_ms() + timeout_ms if timeout_ms else 0
             self.call(i, "consumers.block", client, list(queues), deadline, False)

@@ -25,6 +25,7 @@ from disque_py.node.replication import TIMEOUT_BEFORE_COPIES
 from disque_py.node.waiters import TIMED_OUT
 from disque_py.base.errors import NoReplError
 from tests.unit.simnet import SimNet
+from tests.engine.commands import ack_jobs, enqueue_jobs, get_jobs
 
 RETRY_ERROR_MS = 250                   # randomTimeError(500): [-250, +250)
 AT_LEAST_ONCE_ID = b"D-abcdef01-" + b"A" * 24 + b"-0001"   # odd TTL field
@@ -256,7 +257,7 @@ def test_ackjob_collects_every_copy_with_setack_gotack_deljob():
     (got,) = net.get_jobs(0, b"q")
     assert got is job
     mark = len(net.delivered)
-    assert net.call(0, "ack_jobs", [job.id]) == 1
+    assert net.call(0, ack_jobs, [job.id]) == 1
     assert net.run_until(gone_everywhere(net, job.id), 100)
     later = net.delivered[mark:]
     assert sorted(kinds(later)) == ["DELJOB"] * 2 + ["GOTACK"] * 2 + ["SETACK"] * 2
@@ -270,7 +271,7 @@ def test_ack_on_a_holder_that_did_not_deliver_also_collects_everything():
     net = SimNet(5, seed=8)
     job = replicated(net, 2, repl=3)
     holder = next(i for i, state in net.copies(job.id).items() if state == "active")
-    assert net.call(holder, "ack_jobs", [job.id]) == 1
+    assert net.call(holder, ack_jobs, [job.id]) == 1
     assert net.run_until(gone_everywhere(net, job.id), 100)
     assert net.nodes[2].queue_length(b"q") == 0
 
@@ -283,7 +284,7 @@ def test_a_lost_gotack_makes_gc_retry_with_disques_backoff_until_done():
     job = replicated(net, repl=3)
     losing = [True]
     net.drop_rule = lambda m: losing[0] and m.kind == msg.GOTACK
-    net.call(0, "ack_jobs", [job.id])
+    net.call(0, ack_jobs, [job.id])
     net.run_for(40_000)
     assert set(net.copies(job.id)) == {0, 1, 2}        # nobody can finish without GOTACK
     resends = sorted(m.at for m in net.sent if m.kind == msg.SETACK and (m.src, m.dst) == (0, 1))
@@ -299,7 +300,7 @@ def test_a_dummy_ack_on_a_node_without_the_job_removes_copies_elsewhere():
     net = SimNet(4, seed=10)
     job = replicated(net, repl=2)
     stranger = next(i for i in range(4) if i not in net.copies(job.id))
-    assert net.call(stranger, "ack_jobs", [job.id]) == 0
+    assert net.call(stranger, ack_jobs, [job.id]) == 0
     assert net.copies(job.id)[stranger] == "acked"
     setacks = [m for m in net.sent if m.kind == msg.SETACK and m.src == stranger]
     assert {m.dst for m in setacks} == set(range(4)) - {stranger}
@@ -311,7 +312,7 @@ def test_a_dummy_ack_on_a_node_without_the_job_removes_copies_elsewhere():
 def test_a_dummy_ack_nobody_knows_goes_once_every_node_answered():
     net = SimNet(5, seed=11)
     net.partition({4})
-    net.call(0, "ack_jobs", [AT_LEAST_ONCE_ID])
+    net.call(0, ack_jobs, [AT_LEAST_ONCE_ID])
     net.run_for(5000)
     assert net.copies(AT_LEAST_ONCE_ID) == {0: "acked"}   # node 4 has not answered
     answered = {m.src for m in net.delivered if m.kind == msg.GOTACK}
@@ -324,7 +325,7 @@ def test_a_dummy_ack_nobody_knows_goes_once_every_node_answered():
 
 def test_acking_an_unknown_at_most_once_id_leaves_nothing_and_says_nothing():
     net = SimNet(3, seed=12)
-    assert net.call(0, "ack_jobs", [AT_MOST_ONCE_ID]) == 0
+    assert net.call(0, ack_jobs, [AT_MOST_ONCE_ID]) == 0
     assert not net.copies(AT_MOST_ONCE_ID) and not net.sent
 
 
@@ -389,7 +390,7 @@ def test_nack_is_counted_on_every_holder():
     net = SimNet(3, seed=17)
     job = replicated(net, repl=3)
     net.get_jobs(0, b"q")
-    assert net.call(0, "enqueue_jobs", [job.id], True) == 1
+    assert net.call(0, enqueue_jobs, [job.id], True) == 1
     net.run_for(10)
     assert [net.nodes[i].lookup(job.id).nacks for i in range(3)] == [1, 1, 1]
     assert [net.nodes[i].lookup(job.id).deliveries for i in range(3)] == [0, 0, 0]
@@ -408,7 +409,7 @@ def test_queued_makes_the_loser_of_the_id_comparison_dequeue(winner_queues):
                       == winner_queues), None)
         if other is not None:
             break
-    assert net.call(other, "enqueue_jobs", [job.id], False) == 1   # ENQUEUE <id> there
+    assert net.call(other, enqueue_jobs, [job.id], False) == 1   # ENQUEUE <id> there
     net.run_for(10)
     copies = net.copies(job.id)
     assert copies[other] == "queued"
@@ -454,12 +455,12 @@ def job_in_state(state: str):
     if state == "unknown":
         net.call(0, "fast_ack", [job.id])
     elif state == "queued":
-        net.call(1, "enqueue_jobs", [job.id], False)
+        net.call(1, enqueue_jobs, [job.id], False)
     elif state == "acked":
         net.drop_rule = lambda m: m.kind in (msg.GOTACK, msg.DELJOB)
-        net.call(1, "ack_jobs", [job.id])
+        net.call(1, ack_jobs, [job.id])
     elif state == "deleted":
-        net.call(1, "ack_jobs", [job.id])
+        net.call(1, ack_jobs, [job.id])
     net.run_for(5)
     net.drop_rule = None
     expected = {"unknown": None, "deleted": None}.get(state, state)
@@ -552,7 +553,7 @@ def test_a_job_still_waiting_for_its_copies_is_not_queued_by_a_yourjobs():
     assert net.run_until(lambda: "queued" in net.copies(job.id).values(), 2000)
     holder = next(i for i, state in net.copies(job.id).items() if state == "queued")
     assert [j.id for j in net.get_jobs(holder, b"q")] == [job.id]
-    net.call(holder, "ack_jobs", [job.id])
+    net.call(holder, ack_jobs, [job.id])
     acked_at = net.clock.now_ms()
     assert net.run_until(lambda: "p" in net.unblocked, 100)
     assert net.unblocked["p"] == [job.id]                # the ACK proves the copies
@@ -582,7 +583,7 @@ def test_duplicated_reordered_lossy_network_delivers_and_collects_every_job():
         for i in net.live():
             for job in net.get_jobs(i, b"q", count=10):
                 deliveries[job.id] = deliveries.get(job.id, 0) + 1
-                net.call(i, "ack_jobs", [job.id])
+                net.call(i, ack_jobs, [job.id])
         return all(job_id in deliveries for job_id in jobs)
 
     assert net.run_until(consume, 120_000)
@@ -607,7 +608,7 @@ def test_a_node_restarted_with_its_aof_has_its_jobs_back():
     net.with_aof(1)
     kept = replicated(net, repl=3, retry=2, body=b"kept")
     acked = replicated(net, repl=3, retry=2, body=b"acked")
-    net.call(0, "ack_jobs", [acked.id])
+    net.call(0, ack_jobs, [acked.id])
     assert net.run_until(gone_everywhere(net, acked.id), 100)
     assert net.aof_jobs[1] == {kept.id}
     net.crash(1)
@@ -620,7 +621,7 @@ def test_a_node_restarted_with_its_aof_has_its_jobs_back():
     net.crash(0)                                         # the queued copy is gone too
     assert net.run_until(lambda: net.copies(kept.id).get(1) == "queued", 3000)
     assert [j.id for j in net.get_jobs(1, b"q")] == [kept.id]
-    net.call(1, "ack_jobs", [kept.id])
+    net.call(1, ack_jobs, [kept.id])
     assert net.copies(kept.id) == {1: "acked"} and not net.aof_jobs[1]
     net.crash(1)
     assert net.restart(1).lookup(kept.id) is None        # its DELJOB record replayed
@@ -651,11 +652,11 @@ def test_needjobs_moves_a_job_the_giver_keeps_an_active_copy_both_list_each_othe
 def test_a_moved_job_is_queued_at_the_receiver_until_fetched():
     net = SimNet(2, seed=24)
     job = replicated(net, repl=1)
-    net.call(1, "get_jobs", [b"q"], 1)                   # nobody waits: only asks
+    net.call(1, get_jobs, [b"q"], 1)                   # nobody waits: only asks
     assert net.run_until(lambda: net.copies(job.id).get(1) == "queued", 100)
     assert net.copies(job.id) == {0: "active", 1: "queued"}
     assert holders_seen_by(net, 0, job.id) == holders_seen_by(net, 1, job.id) == {0, 1}
-    assert net.call(1, "ack_jobs", [job.id]) == 1
+    assert net.call(1, ack_jobs, [job.id]) == 1
     assert net.run_until(gone_everywhere(net, job.id), 100)
 
 
@@ -783,7 +784,7 @@ def test_no_job_is_delivered_twice_without_retries_or_failures():
             while jobs:                 # ack, then GETJOB again: served or parked
                 for job in jobs:
                     deliveries.setdefault(job.id, []).append(i)
-                    net.call(i, "ack_jobs", [job.id])
+                    net.call(i, ack_jobs, [job.id])
                 jobs = net.get_jobs(i, b"q", client=client)
         return False
 

@@ -21,6 +21,7 @@ from disque_py.node.waiters import TIMED_OUT
 from disque_py.base.errors import (AckedError, CommandError, MaxlenError, NoJobError, NoReplError,
                                    PausedError, TooLateError)
 from tests.unit.conftest import NODE_ID, START_MS
+from tests.engine.commands import ack_jobs, dequeue_jobs, enqueue_jobs, get_jobs
 
 RETRY_JITTER_MS = 250         # Disque's randomTimeError(500): [-250, +250)
 QUEUE_MAX_IDLE_S = 300
@@ -350,7 +351,7 @@ def test_delayed_at_most_once_job_is_queued_once(node, drive):
 
 def test_fetched_job_requeued_after_retry(node, clock, drive):
     job = add(node, retry=10)
-    assert node.get_jobs([b"q"], 1) == [job]
+    assert get_jobs(node, [b"q"], 1) == [job]
     drive(10_000 - RETRY_JITTER_MS - 1)
     assert job.state == ACTIVE and qlen(node) == 0
     drive(2 * RETRY_JITTER_MS + 1 + BUCKET_MS)
@@ -360,7 +361,7 @@ def test_fetched_job_requeued_after_retry(node, clock, drive):
 def test_requeue_counts_additional_deliveries(node, drive):
     job = add(node, retry=10)
     for expected in (1, 2, 3):
-        node.get_jobs([b"q"], 1)
+        get_jobs(node, [b"q"], 1)
         drive(10_000 + RETRY_JITTER_MS + BUCKET_MS)
         assert job.state == QUEUED
         assert job.deliveries == expected
@@ -377,7 +378,7 @@ def test_queued_job_not_fetched_is_not_counted_again(node, drive):
 
 def test_at_most_once_job_never_requeued(node, drive):
     job = add(node, retry=0)
-    node.get_jobs([b"q"], 1)
+    get_jobs(node, [b"q"], 1)
     drive(3_600_000)
     assert job.state == ACTIVE
     assert qlen(node) == 0
@@ -386,7 +387,7 @@ def test_at_most_once_job_never_requeued(node, drive):
 
 def test_willqueue_flag_cleared_ahead_of_requeue(node, drive, clock):
     job = add(node, retry=10)
-    node.get_jobs([b"q"], 1)
+    get_jobs(node, [b"q"], 1)
     assert job.flags & FLAG_BCAST_WILLQUEUE
     drive(job.qtime - 500 + BUCKET_MS - clock.now_ms())
     assert not job.flags & FLAG_BCAST_WILLQUEUE
@@ -395,7 +396,7 @@ def test_willqueue_flag_cleared_ahead_of_requeue(node, drive, clock):
 
 def test_willqueue_does_not_prevent_requeue(node, drive, clock):
     job = add(node, retry=10)
-    node.get_jobs([b"q"], 1)
+    get_jobs(node, [b"q"], 1)
     drive(job.qtime - 500 + BUCKET_MS - clock.now_ms())
     drive(job.qtime + BUCKET_MS - clock.now_ms())
     assert job.state == QUEUED
@@ -425,7 +426,7 @@ def test_queued_job_with_short_retry_expires_at_ttl(node, drive):
 
 def test_active_job_expires_at_ttl(node, drive):
     job = add(node, ttl=10, retry=100)
-    node.get_jobs([b"q"], 1)
+    get_jobs(node, [b"q"], 1)
     drive(10_000 + 1000 + BUCKET_MS)
     assert node.lookup(job.id) is None
 
@@ -445,7 +446,7 @@ def test_expired_job_no_longer_listed_by_queue(node, drive):
     drive(11_000 + BUCKET_MS)
     q = node.queues.get(b"q")
     assert list(q.jobs) == [keep]
-    assert node.get_jobs([b"q"], 10) == [keep]
+    assert get_jobs(node, [b"q"], 10) == [keep]
 
 
 def test_expired_job_releases_its_memory(node, drive):
@@ -459,8 +460,8 @@ def test_expired_job_releases_its_memory(node, drive):
 
 def test_nack_requeues_at_once_and_counts(node):
     job = add(node)
-    node.get_jobs([b"q"], 1)
-    assert node.enqueue_jobs([job.id], nack=True) == 1
+    get_jobs(node, [b"q"], 1)
+    assert enqueue_jobs(node, [job.id], nack=True) == 1
     assert job.state == QUEUED and qlen(node) == 1
     assert job.nacks == 1
     assert job.deliveries == 0
@@ -468,8 +469,8 @@ def test_nack_requeues_at_once_and_counts(node):
 
 def test_enqueue_requeues_and_counts_a_delivery(node):
     job = add(node)
-    node.get_jobs([b"q"], 1)
-    assert node.enqueue_jobs([job.id], nack=False) == 1
+    get_jobs(node, [b"q"], 1)
+    assert enqueue_jobs(node, [job.id], nack=False) == 1
     assert job.state == QUEUED
     assert job.deliveries == 1
     assert job.nacks == 0
@@ -477,48 +478,48 @@ def test_enqueue_requeues_and_counts_a_delivery(node):
 
 def test_nack_on_queued_job_does_nothing(node):
     job = add(node)
-    assert node.enqueue_jobs([job.id], nack=True) == 0
+    assert enqueue_jobs(node, [job.id], nack=True) == 0
     assert job.nacks == 0
     assert qlen(node) == 1
 
 
 def test_enqueue_of_unknown_id_does_nothing(node):
-    assert node.enqueue_jobs([foreign_id()], nack=False) == 0
+    assert enqueue_jobs(node, [foreign_id()], nack=False) == 0
     assert len(node.jobs) == 0
 
 
 def test_nack_does_not_requeue_delivered_at_most_once_job(node):
     job = add(node, retry=0)
-    node.get_jobs([b"q"], 1)
-    assert node.enqueue_jobs([job.id], nack=True) == 0
+    get_jobs(node, [b"q"], 1)
+    assert enqueue_jobs(node, [job.id], nack=True) == 0
     assert job.state == ACTIVE
 
 
 def test_nacked_job_served_before_younger_jobs(node):
     old = add(node, body=b"old")
-    node.get_jobs([b"q"], 1)
+    get_jobs(node, [b"q"], 1)
     add(node, body=b"young")
-    node.enqueue_jobs([old.id], nack=True)
-    assert node.get_jobs([b"q"], 1) == [old]
+    enqueue_jobs(node, [old.id], nack=True)
+    assert get_jobs(node, [b"q"], 1) == [old]
 
 
 def test_dequeue_queued_job_makes_it_active(node):
     job = add(node)
-    assert node.dequeue_jobs([job.id]) == 1
+    assert dequeue_jobs(node, [job.id]) == 1
     assert job.state == ACTIVE
     assert qlen(node) == 0
 
 
 def test_dequeue_active_job_does_nothing(node):
     job = add(node)
-    node.get_jobs([b"q"], 1)
-    assert node.dequeue_jobs([job.id]) == 0
+    get_jobs(node, [b"q"], 1)
+    assert dequeue_jobs(node, [job.id]) == 0
 
 
 def test_dequeue_counts_only_the_jobs_moved(node):
     a, b = add(node), add(node)
-    node.dequeue_jobs([a.id])
-    assert node.dequeue_jobs([a.id, b.id, foreign_id()]) == 1
+    dequeue_jobs(node, [a.id])
+    assert dequeue_jobs(node, [a.id, b.id, foreign_id()]) == 1
 
 
 # ------------------------------------------------------------------ WORKING
@@ -526,7 +527,7 @@ def test_dequeue_counts_only_the_jobs_moved(node):
 
 def test_working_returns_retry(node):
     job = add(node, retry=42)
-    node.get_jobs([b"q"], 1)
+    get_jobs(node, [b"q"], 1)
     assert node.working(job.id) == 42
 
 
@@ -539,7 +540,7 @@ def test_working_on_queued_job_dequeues_it(node):
 
 def test_working_postpones_requeue(node, drive, clock):
     job = add(node, retry=10)
-    node.get_jobs([b"q"], 1)
+    get_jobs(node, [b"q"], 1)
     drive(5_000)
     node.working(job.id)
     drive(10_000 - RETRY_JITTER_MS - 1)            # t = 15 s - 251 ms
@@ -573,7 +574,7 @@ def test_working_unknown_job_is_nojob(node):
 def test_working_acked_job_is_acked_error(node):
     node.cluster_size = 2                         # so an ACK leaves a job to GC later
     job_id = foreign_id("0001")
-    node.ack_jobs([job_id])
+    ack_jobs(node, [job_id])
     assert node.lookup(job_id).state == ACKED
     with pytest.raises(AckedError) as err:
         node.working(job_id)
@@ -582,7 +583,7 @@ def test_working_acked_job_is_acked_error(node):
 
 def test_working_on_at_most_once_job_returns_zero(node):
     job = add(node, retry=0)
-    node.get_jobs([b"q"], 1)
+    get_jobs(node, [b"q"], 1)
     assert node.working(job.id) == 0
     assert job.qtime == 0
 
@@ -592,7 +593,7 @@ def test_working_on_at_most_once_job_returns_zero(node):
 
 def test_ackjob_on_lone_node_deletes_the_job(node):
     job = add(node, body=b"x" * 100)
-    assert node.ack_jobs([job.id]) == 1
+    assert ack_jobs(node, [job.id]) == 1
     assert node.lookup(job.id) is None
     assert qlen(node) == 0
     assert job_memory(node) == 0
@@ -600,18 +601,18 @@ def test_ackjob_on_lone_node_deletes_the_job(node):
 
 def test_ackjob_of_fetched_job_deletes_it(node):
     job = add(node)
-    node.get_jobs([b"q"], 1)
-    assert node.ack_jobs([job.id]) == 1
+    get_jobs(node, [b"q"], 1)
+    assert ack_jobs(node, [job.id]) == 1
     assert len(node.jobs) == 0
 
 
 def test_ackjob_counts_each_job_once(node):
     job = add(node)
-    assert node.ack_jobs([job.id, job.id]) == 1
+    assert ack_jobs(node, [job.id, job.id]) == 1
 
 
 def test_ackjob_unknown_id_on_lone_node_creates_nothing(node):
-    assert node.ack_jobs([foreign_id("0001")]) == 0
+    assert ack_jobs(node, [foreign_id("0001")]) == 0
     assert len(node.jobs) == 0
     assert job_memory(node) == 0
 
@@ -619,7 +620,7 @@ def test_ackjob_unknown_id_on_lone_node_creates_nothing(node):
 def test_ackjob_unknown_id_in_cluster_leaves_dummy_ack(node):
     node.cluster_size = 2
     job_id = foreign_id("0003")
-    assert node.ack_jobs([job_id]) == 0
+    assert ack_jobs(node, [job_id]) == 0
     dummy = node.lookup(job_id)
     assert dummy.state == ACKED and dummy.body is None
     assert dummy.etime == START_MS // 1000 + 3 * 60
@@ -627,13 +628,13 @@ def test_ackjob_unknown_id_in_cluster_leaves_dummy_ack(node):
 
 def test_ackjob_unknown_at_most_once_id_in_cluster_creates_nothing(node):
     node.cluster_size = 2
-    assert node.ack_jobs([foreign_id("0002")]) == 0
+    assert ack_jobs(node, [foreign_id("0002")]) == 0
     assert len(node.jobs) == 0
 
 
 def test_fastack_deletes_and_counts_known(node):
     a, b = add(node), add(node)
-    node.get_jobs([b"q"], 1)
+    get_jobs(node, [b"q"], 1)
     assert node.fast_ack([a.id, b.id, foreign_id()]) == 2
     assert len(node.jobs) == 0
     assert qlen(node) == 0
@@ -642,7 +643,7 @@ def test_fastack_deletes_and_counts_known(node):
 
 def test_deljob_deletes_in_any_state_and_counts(node):
     queued, active, delayed = add(node), add(node), add(node, delay=10)
-    node.dequeue_jobs([active.id])
+    dequeue_jobs(node, [active.id])
     assert node.delete_jobs([queued.id, active.id, delayed.id, foreign_id()]) == 3
     assert len(node.jobs) == 0
     assert qlen(node) == 0
@@ -661,50 +662,50 @@ def test_deleted_job_timers_never_fire(node, drive):
 
 def test_getjob_returns_jobs_in_ctime_order(node):
     jobs = [add(node, body=b"%d" % i) for i in range(5)]
-    assert node.get_jobs([b"q"], 5) == jobs
+    assert get_jobs(node, [b"q"], 5) == jobs
 
 
 def test_getjob_marks_job_active(node):
     job = add(node)
-    node.get_jobs([b"q"], 1)
+    get_jobs(node, [b"q"], 1)
     assert job.state == ACTIVE
     assert qlen(node) == 0
 
 
 def test_getjob_empty_queues_return_nothing(node):
-    assert node.get_jobs([b"a", b"b"], 3) == []
+    assert get_jobs(node, [b"a", b"b"], 3) == []
 
 
 def test_getjob_takes_queues_left_to_right(node):
     b1 = add(node, queue=b"b")
     a1 = add(node, queue=b"a")
-    assert node.get_jobs([b"a", b"b"], 1) == [a1]
-    assert node.get_jobs([b"a", b"b"], 1) == [b1]
+    assert get_jobs(node, [b"a", b"b"], 1) == [a1]
+    assert get_jobs(node, [b"a", b"b"], 1) == [b1]
 
 
 def test_getjob_count_spans_queues_pass_by_pass(node):
     a1, a2 = add(node, queue=b"a"), add(node, queue=b"a")
     b1 = add(node, queue=b"b")
-    assert node.get_jobs([b"a", b"b"], 3) == [a1, b1, a2]
+    assert get_jobs(node, [b"a", b"b"], 3) == [a1, b1, a2]
 
 
 def test_getjob_count_larger_than_available(node):
     jobs = [add(node, queue=b"a"), add(node, queue=b"b")]
-    assert node.get_jobs([b"a", b"b"], 10) == jobs
+    assert get_jobs(node, [b"a", b"b"], 10) == jobs
 
 
 def test_getjob_skips_paused_out_queue(node):
     add(node, queue=b"a")
     b1 = add(node, queue=b"b")
     node.set_paused(node.queues.get(b"a"), PAUSED_OUT)
-    assert node.get_jobs([b"a", b"b"], 5) == [b1]
+    assert get_jobs(node, [b"a", b"b"], 5) == [b1]
     assert qlen(node, b"a") == 1
 
 
 def test_getjob_updates_queue_counters(node):
     add(node)
     add(node)
-    node.get_jobs([b"q"], 1)
+    get_jobs(node, [b"q"], 1)
     q = node.queues.get(b"q")
     assert (q.jobs_in, q.jobs_out) == (2, 1)
 
@@ -847,7 +848,7 @@ def test_set_paused_replaces_previous_flags(node):
 
 def test_paused_in_queue_postpones_requeue(node, drive):
     job = add(node, retry=10)
-    node.get_jobs([b"q"], 1)
+    get_jobs(node, [b"q"], 1)
     node.set_paused(node.queues.get(b"q"), PAUSED_IN)
     drive(30_000)
     assert job.state == ACTIVE
@@ -907,7 +908,7 @@ def test_paused_queue_kept(node, clock, flags):
 def test_queue_access_resets_idle_time(node, clock):
     add(node)
     clock.advance(200_000)
-    node.get_jobs([b"q"], 1)                      # now empty, but just used
+    get_jobs(node, [b"q"], 1)                      # now empty, but just used
     clock.advance(200_000)
     assert evict_all(node) == 0
     clock.advance(100_000)
@@ -941,7 +942,7 @@ def test_flush_all_forgets_every_job_and_queue(node):
     assert len(node.jobs) == 0
     assert len(node.queues) == 0
     assert job_memory(node) == 0
-    assert node.get_jobs([b"q0"], 5) == []
+    assert get_jobs(node, [b"q0"], 5) == []
 
 
 def test_flush_all_releases_blocked_waiters_with_timeout(node):
@@ -979,7 +980,7 @@ def test_flush_all_graveyard_drained_by_ticks(node):
 def test_flushed_jobs_timers_never_fire(node, drive):
     add(node, delay=1)
     add(node, retry=1)
-    node.get_jobs([b"q"], 1)
+    get_jobs(node, [b"q"], 1)
     node.flush_all()
     drive(5000)
     assert len(node.jobs) == 0
@@ -991,7 +992,7 @@ def test_node_works_normally_after_flush(node):
     add(node)
     node.flush_all()
     job = add(node)
-    assert node.get_jobs([b"q"], 1) == [job]
+    assert get_jobs(node, [b"q"], 1) == [job]
 
 
 # ------------------------------------------------------ many jobs due at once

@@ -22,6 +22,7 @@ from disque_py.engine import (DEDUP_MEMORY_OVERHEAD, FLAG_PROMISED, HOT_COMMANDS
                               deserialize_job, run_hot)
 from disque_py.base.errors import LeavingError, MaxlenError, NoReplError, OutOfMemoryError
 from tests.unit.simnet import START_MS, SimNet
+from tests.engine.commands import ack_jobs, get_jobs, nack_jobs
 
 NODE_ID = b"0123456789abcdef0123456789abcdef01234567"
 PEER = b"f" * 40
@@ -111,8 +112,8 @@ def test_a_key_whose_window_ended_before_the_timer_ran_names_the_new_job(core):
 
 def test_the_key_outlives_its_acknowledged_job(core):
     first = add(core)
-    core.get_jobs([b"q"], 1)
-    assert core.ack_jobs([first.id]) == 1
+    get_jobs(core, [b"q"], 1)
+    assert ack_jobs(core, [first.id]) == 1
     assert core.lookup(first.id) is None
     assert add(core) == first.id and len(core.jobs) == 0
 
@@ -396,8 +397,8 @@ def test_two_jobs_of_one_pair_are_both_remembered_until_their_own_windows_end(co
 def test_a_moved_job_keeps_the_pair_of_its_addjob_queue(core):
     options = JobOptions(0, 0, 1, b"dlq")
     job = core.add_job(b"q", b"b", 1, 0, 60, 3600, 0, False, options=options, dedup_key=b"k")
-    core.get_jobs([b"q"], 1)
-    core.nack_jobs([job.id])                     # the one delivery allowed: dead-lettered
+    get_jobs(core, [b"q"], 1)
+    nack_jobs(core, [job.id])                     # the one delivery allowed: dead-lettered
     assert job.queue == b"dlq" and job.dedup[0] == b"q"
     record = deserialize_job(core.job_bytes(job))
     other = Node(PEER, FakeClock(START_MS, seed=2), id_seed=b"other")
@@ -424,7 +425,7 @@ def test_an_ack_during_a_promise_round_answers_it_and_collects_with_its_own_gota
     net.run_for(200)
     assert "retry" not in net.unblocked               # node 2's confirmation is lost
     net.drop_rule = lambda m: m.kind == msg.GOTACK and m.src == 2
-    net.call(1, "ack_jobs", [job.id])
+    net.call(1, ack_jobs, [job.id])
     assert net.unblocked["retry"] == [job.id]
     net.run_for(500)
     assert net.nodes[1].lookup(job.id) is not None    # node 2's GOTACK still missing

@@ -17,6 +17,7 @@ from disque_py.formats import bus as msg
 from disque_py.node.healing import HEAL_FALLBACK_MS, HEAL_JOBS_PER_PERIOD, HEAL_PERIOD_MS
 from disque_py.engine import ACKED
 from tests.unit.simnet import SimNet
+from tests.engine.commands import ack_jobs
 
 _clients = itertools.count()
 HEAL_DEADLINE_MS = 2_000          # a few periods: far more than one job needs
@@ -259,7 +260,7 @@ def test_holders_replaced_one_by_one_keep_the_job_alive_past_all_of_them():
         taker = next(i for i in net.live() if net.nodes[i].queue_length(b"q"))
         got = net.get_jobs(taker, b"q")
     assert [j.id for j in got] == [job.id]
-    net.call(taker, "ack_jobs", [job.id])
+    net.call(taker, ack_jobs, [job.id])
     assert net.run_until(lambda: not net.copies(job.id), 10_000), net.copies(job.id)
 
 
@@ -276,7 +277,7 @@ def test_an_ack_after_healing_removes_every_copy_the_new_ones_included():
     assert new
     net.restart(lost)                                 # back, empty: it answers SETACK too
     non_holder = next(i for i in range(5) if i not in holders(net, job.id))
-    net.call(non_holder, "ack_jobs", [job.id])        # a dummy ack, from a node without it
+    net.call(non_holder, ack_jobs, [job.id])        # a dummy ack, from a node without it
     assert net.run_until(lambda: not net.copies(job.id), 10_000), net.copies(job.id)
 
 
@@ -288,7 +289,7 @@ def test_an_ack_on_the_new_holder_removes_every_copy():
     net.crash(lost)
     assert net.run_until(at_level(net, job.id), HEAL_DEADLINE_MS)
     (new,) = holders(net, job.id) - first
-    net.call(new, "ack_jobs", [job.id])
+    net.call(new, ack_jobs, [job.id])
     # The lost holder is still listed (it could come back with its AOF): every
     # live copy is acked, never queued again, and the collection waits for it.
     assert net.run_until(lambda: set(net.copies(job.id).values()) == {"acked"}, 1_000)

@@ -17,6 +17,7 @@ from collections import Counter
 from disque_py.engine import ACKED, ACTIVE, QUEUED, WAIT_REPL
 from disque_py.web.census import jobs_by_state
 from tests.unit.simnet import SimNet
+from tests.engine.commands import ack_jobs, get_jobs, nack_jobs
 TTL_S = 60
 UNKNOWN_ID = b"D-abcdef01-" + b"A" * 24 + b"-0001"
 
@@ -43,7 +44,7 @@ def test_counters_start_at_zero(node):
 def test_getjob_counts_each_job_delivered(node):
     for _ in range(3):
         add(node)
-    node.get_jobs([b"q"], 2)
+    get_jobs(node, [b"q"], 2)
     assert node.stats_delivered == 2
 
 
@@ -55,25 +56,25 @@ def test_a_job_moved_to_another_node_is_not_a_delivery(node):
 
 def test_ackjob_and_fastack_count_jobs_newly_acknowledged(node):
     first, second, third = add(node), add(node), add(node)
-    assert node.ack_jobs([first.id, first.id]) == 1
+    assert ack_jobs(node, [first.id, first.id]) == 1
     node.fast_ack([second.id])
-    node.ack_jobs([UNKNOWN_ID])                # unknown here: nothing acked
+    ack_jobs(node, [UNKNOWN_ID])                # unknown here: nothing acked
     assert node.stats_acked == 2
     assert third.state == QUEUED
 
 
 def test_nack_counts_immediate_and_delayed_nacks(node):
     add(node), add(node)
-    taken = node.get_jobs([b"q"], 2)
-    node.nack_jobs([taken[0].id])
-    node.nack_jobs([taken[1].id], 5000)        # counted when asked, queued later
+    taken = get_jobs(node, [b"q"], 2)
+    nack_jobs(node, [taken[0].id])
+    nack_jobs(node, [taken[1].id], 5000)        # counted when asked, queued later
     assert node.stats_nacked == 2
     assert node.stats_requeued == 0
 
 
 def test_retry_timer_requeue_is_counted(node, drive):
     add(node, retry=1)
-    node.get_jobs([b"q"], 1)
+    get_jobs(node, [b"q"], 1)
     drive(2000)
     assert node.stats_requeued == 1
     assert node.stats_nacked == 0
@@ -89,17 +90,17 @@ def test_ttl_end_counts_an_expired_job(node, drive):
 def test_census_counts_jobs_by_state(node):
     for _ in range(5):
         add(node)
-    node.get_jobs([b"q"], 2)
+    get_jobs(node, [b"q"], 2)
     node.cluster_size = 2                      # an unknown job's ACK leaves a dummy ack
-    node.ack_jobs([UNKNOWN_ID])
+    ack_jobs(node, [UNKNOWN_ID])
     assert node.jobs.acked == 1
     assert census(node) == walked(node) == [0, 2, 3, 1]
 
 
 def test_the_acked_count_follows_gc_and_flushall(node, drive):
     node.cluster_size = 2
-    node.ack_jobs([UNKNOWN_ID])
-    node.ack_jobs([UNKNOWN_ID[:-1] + b"3"])
+    ack_jobs(node, [UNKNOWN_ID])
+    ack_jobs(node, [UNKNOWN_ID[:-1] + b"3"])
     assert node.jobs.acked == 2
     node.flush_all()
     assert node.jobs.acked == 0 and census(node) == walked(node) == [0, 0, 0, 0]
@@ -120,7 +121,7 @@ def test_census_matches_a_walk_through_a_random_cluster_workload():
         else:
             held = [job.id for job in net.nodes[i].jobs.values()]
             if held:
-                method = rng.choice(["ack_jobs", "fast_ack", "nack_jobs"])
+                method = rng.choice([ack_jobs, "fast_ack", nack_jobs])
                 net.call(i, method, [rng.choice(held)])
         net.run_for(rng.choice([0, 10, 300]))
         for node in net.nodes:

@@ -12,6 +12,7 @@ from disque_py.base.clock import FakeClock
 from disque_py.engine import JobOptions, deserialize_job
 from disque_py.node.node import Node
 from tests.unit.simnet import START_MS
+from tests.engine.commands import get_jobs, nack_jobs
 
 NODE_ID = b"0123456789abcdef0123456789abcdef01234567"
 
@@ -26,13 +27,13 @@ def add(core, *, base=0, cap=0, limit=0, deadletter=None, retry=60, ttl=3600, qu
 
 
 def take(core, queue=b"q"):
-    (job,) = core.get_jobs([queue], 1)
+    (job,) = get_jobs(core, [queue], 1)
     return job
 
 
 def backoff_wait(core, job) -> int:
     """NACK without DELAY: how long until it is queued again."""
-    assert core.nack_jobs([job.id]) == 1
+    assert nack_jobs(core, [job.id]) == 1
     return job.qtime - core.clock.now_ms()
 
 
@@ -67,7 +68,7 @@ def test_nack_delay_overrides_backoff_and_counts_at_once():
     core = node()
     job = add(core, base=60_000, cap=60_000)
     take(core)
-    assert core.nack_jobs([job.id], 2000) == 1
+    assert nack_jobs(core, [job.id], 2000) == 1
     assert job.nacks == 1 and job.qtime - core.clock.now_ms() == 2000
     core.clock.advance(1999)
     core.tick()
@@ -96,16 +97,16 @@ def test_dead_lettered_at_the_limit_never_before_and_once(limit):
     job = add(core, limit=limit)
     for delivery in range(1, limit):
         take(core)
-        core.nack_jobs([job.id])
+        nack_jobs(core, [job.id])
         assert job.queue == b"q" and core.options_of(job).dead_reason_name is None, delivery
     take(core)
-    core.nack_jobs([job.id])
+    nack_jobs(core, [job.id])
     assert job.queue == b"q:dead" and core.stats_dead_lettered == 1
     assert core.options_of(job).dead_reason_name == b"max-deliveries"
     assert core.options_of(job).origin == b"q"
     for _ in range(3):                                # it lives on in the dead queue
         take(core, b"q:dead")
-        core.nack_jobs([job.id])
+        nack_jobs(core, [job.id])
     assert job.queue == b"q:dead" and core.stats_dead_lettered == 1
     assert job.nacks == limit + 3 and job.body == b"body"
 
@@ -127,7 +128,7 @@ def test_a_named_dead_letter_queue():
     core = node()
     job = add(core, limit=1, deadletter=b"failed")
     take(core)
-    core.nack_jobs([job.id])
+    nack_jobs(core, [job.id])
     assert job.queue == b"failed" and core.queue_length(b"failed") == 1
 
 
@@ -136,12 +137,12 @@ def test_qrequeue_resets_counters_and_leaves_direct_jobs():
     dead = [add(core, limit=1) for _ in range(3)]
     for job in dead:
         take(core)
-        core.nack_jobs([job.id])
+        nack_jobs(core, [job.id])
     direct = add(core, queue=b"q:dead")
     moved = core.requeue.requeue_dead(b"q:dead", None, 2)
     assert moved == 2 and core.queue_length(b"q") == 2
     assert core.requeue.requeue_dead(b"q:dead", b"elsewhere", -1) == 1
-    assert core.queue_length(b"q:dead") == 1 and core.get_jobs([b"q:dead"], 1) == [direct]
+    assert core.queue_length(b"q:dead") == 1 and get_jobs(core, [b"q:dead"], 1) == [direct]
     for job in dead:
         assert job.nacks == job.deliveries == 0
         assert core.options_of(job).dead_reason_name is None
@@ -151,7 +152,7 @@ def test_a_dead_job_keeps_its_own_ttl():
     core = node()
     job = add(core, limit=1, ttl=10)
     take(core)
-    core.nack_jobs([job.id])
+    nack_jobs(core, [job.id])
     assert job.queue == b"q:dead"
     core.clock.advance(11_000)
     core.tick()

@@ -12,6 +12,7 @@ from disque_py.base.clock import FakeClock
 from disque_py.engine import JobOptions, deserialize_job, serialize_record
 from disque_py.node.node import Node
 from tests.unit.simnet import START_MS
+from tests.engine.commands import get_jobs, nack_jobs
 
 NODE_ID = b"0123456789abcdef0123456789abcdef01234567"
 PEER = b"f" * 40
@@ -38,7 +39,7 @@ def test_higher_priorities_are_served_first_and_fifo_within_one(core):
         add(core, priority, body=body)
         core.clock.advance(1)
     assert bodies(core.queues.get(b"q").jobs.peek(10)) == [b"b", b"e", b"f", b"a", b"d", b"c"]
-    assert bodies(core.get_jobs([b"q"], 10)) == [b"b", b"e", b"f", b"a", b"d", b"c"]
+    assert bodies(get_jobs(core, [b"q"], 10)) == [b"b", b"e", b"f", b"a", b"d", b"c"]
 
 
 def test_a_plain_job_has_the_default_priority_and_no_options(core):
@@ -50,10 +51,10 @@ def test_a_nacked_job_goes_back_in_its_priority_s_place(core):
     urgent = add(core, 9, body=b"urgent")
     core.clock.advance(1)
     add(core, body=b"normal")
-    core.get_jobs([b"q"], 1)
+    get_jobs(core, [b"q"], 1)
     add(core, 9, body=b"urgent-later")
-    assert core.nack_jobs([urgent.id]) == 1
-    assert bodies(core.get_jobs([b"q"], 3)) == [b"urgent", b"urgent-later", b"normal"]
+    assert nack_jobs(core, [urgent.id]) == 1
+    assert bodies(get_jobs(core, [b"q"], 3)) == [b"urgent", b"urgent-later", b"normal"]
 
 
 def test_a_big_queue_takes_an_urgent_job_at_its_head(core):
@@ -63,7 +64,7 @@ def test_a_big_queue_takes_an_urgent_job_at_its_head(core):
     low = add(core, 1, body=b"low")
     jobs = core.queues.get(b"q").jobs
     assert jobs.peek(1) == [urgent] and jobs.peek(-1) == [low]
-    assert core.get_jobs([b"q"], 1) == [urgent]
+    assert get_jobs(core, [b"q"], 1) == [urgent]
 
 
 def test_the_aof_and_peers_that_read_v2_get_the_priority(core):
@@ -98,7 +99,7 @@ def test_a_replica_and_a_restart_keep_the_priority(core):
     other = Node(PEER, FakeClock(START_MS, seed=2), id_seed=b"other")
     other.load_job(record, True)
     add(other, body=b"normal")
-    assert bodies(other.get_jobs([b"q"], 2)) == [b"normal", b"low"]
+    assert bodies(get_jobs(other, [b"q"], 2)) == [b"normal", b"low"]
 
 
 @pytest.mark.parametrize("priority", [10, 255])

@@ -26,6 +26,7 @@ from disque_py.formats.resp import encode
 from disque_py.server.state import ServerState
 from disque_py.config import Config
 from tests.unit.simnet import SimNet
+from tests.engine.commands import ack_jobs, get_jobs
 
 UNKNOWN_ID = b"D-abcdef01-" + b"A" * 24 + b"-0001"
 FOREVER = 0                          # no deadline
@@ -62,7 +63,7 @@ def test_unknown_ids_answer_unknown_at_once_and_park_nothing(node):
 
 def test_a_job_acked_here_answers_acked_at_once(node):
     node.cluster_size = 2                # an ack for a job held elsewhere stays here
-    assert node.ack_jobs([UNKNOWN_ID]) == 0
+    assert ack_jobs(node, [UNKNOWN_ID]) == 0
     statuses, waiter = node.waits.wait_for_jobs("c", [UNKNOWN_ID], FOREVER)
     assert (statuses, waiter) == ([b"acked"], None)
 
@@ -94,7 +95,7 @@ def test_ack_collected_through_setack_answers_acked(node):
 def test_ackjob_of_a_job_held_only_here_answers_acked(node):
     job = add(node)
     parked(node, "c", [job.id])
-    node.ack_jobs([job.id])
+    ack_jobs(node, [job.id])
     assert answers(node) == {"c": [b"acked"]}
 
 
@@ -196,7 +197,7 @@ def test_qwait_on_an_unknown_or_finished_queue_answers_at_once_and_makes_no_queu
 def test_qwait_counts_queued_and_active_jobs_until_the_last_is_acked(node):
     first, second = add(node), add(node)
     node.waits.wait_for_queue("c", b"q", FOREVER)
-    assert node.get_jobs([b"q"], 1) == [first]      # active now: still open
+    assert get_jobs(node, [b"q"], 1) == [first]      # active now: still open
     node.fast_ack([first.id])
     third = add(node)                               # a job added while waiting counts
     node.fast_ack([second.id])
@@ -302,7 +303,7 @@ def test_an_ack_on_another_node_wakes_a_waitjob_on_a_holder():
     job = replicated(net, repl=3)
     waiter = net.call(1, "waits.wait_for_jobs", "c", [job.id], FOREVER)[1]
     assert waiter is not None
-    assert net.call(2, "ack_jobs", [job.id]) == 1
+    assert net.call(2, ack_jobs, [job.id]) == 1
     assert net.run_until(lambda: "c" in net.unblocked, 1000)
     assert net.unblocked["c"] == [DONE] and waiter.statuses == [b"acked"]
     assert idle(net.nodes[1])
@@ -312,7 +313,7 @@ def test_a_holder_that_kept_an_ack_answers_acked_at_once():
     net = SimNet(3, seed=22)
     job = replicated(net, repl=3)
     net.drop_rule = lambda m: m.kind == msg.DELJOB        # the ack stays on node 1
-    net.call(0, "ack_jobs", [job.id])
+    net.call(0, ack_jobs, [job.id])
     assert net.run_until(lambda: net.copies(job.id).get(1) == "acked", 1000)
     assert net.call(1, "waits.wait_for_jobs", "c", [job.id], FOREVER) == ([b"acked"], None)
 
@@ -323,10 +324,10 @@ def test_qwait_counts_replica_copies_on_a_holder():
     assert net.call(1, "waits.wait_for_queue", "c", b"q", FOREVER) is not None
     second = replicated(net, repl=3)                 # its copy reaches node 1 too
     assert net.copies(second.id).get(1) == "active"
-    net.call(0, "ack_jobs", [first.id])
+    net.call(0, ack_jobs, [first.id])
     net.run_for(2000)
     assert "c" not in net.unblocked
-    net.call(2, "ack_jobs", [second.id])
+    net.call(2, ack_jobs, [second.id])
     assert net.run_until(lambda: "c" in net.unblocked, 1000)
     assert net.unblocked["c"] == [DONE]
     assert idle(net.nodes[1])

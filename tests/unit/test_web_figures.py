@@ -18,6 +18,7 @@ from disque_py.monitoring.histogram import DurationHistogram
 from disque_py.web.census import take_census
 from disque_py.web.health import readiness_problems
 from tests.unit.conftest import NODE_ID
+from tests.engine.commands import get_jobs
 
 PEER_IDS = [bytes([ord("a") + n]) * 40 for n in range(4)]
 
@@ -40,7 +41,7 @@ def test_census_exports_the_longest_queues_and_sums_the_others(node, clock):
     clock.advance(3000)
     for length, name in ((5, b"long"), (3, b"mid"), (1, b"short"), (1, b"tiny")):
         add(node, name, length)
-    node.get_jobs([b"tiny"], 1)                 # an empty queue is still a queue
+    get_jobs(node, [b"tiny"], 1)                 # an empty queue is still a queue
     census = asyncio.run(take_census(node, max_queues=3))
     assert [(q.name, q.jobs) for q in census.queues] == [(b"long", 5), (b"mid", 3), (b"old", 2)]
     assert (census.other_queues, census.other_jobs) == (2, 1)
@@ -52,7 +53,7 @@ def test_census_exports_the_longest_queues_and_sums_the_others(node, clock):
 
 def test_census_gives_no_age_for_an_empty_exported_queue(node):
     add(node, b"q", 1)
-    node.get_jobs([b"q"], 1)
+    get_jobs(node, [b"q"], 1)
     [figures] = asyncio.run(take_census(node)).queues
     assert (figures.jobs, figures.head_age_s) == (0, None)
 

@@ -336,7 +336,6 @@ cdef class NodeCore:
                 extra.confirmed = None
         self.update_awake(job, self._next_gc_time(0))
 
-
     # ------------------------------------------------- options (options.pxi)
 
     cpdef JobOptions options_of(self, Job job):
@@ -389,33 +388,9 @@ cdef class NodeCore:
                              -1 if retry is None else retry, ttl, maxlen, async_, client,
                              timeout_ms, options, dedup_key, dedup_until_ms)
 
-    def get_jobs(self, list queue_names, Py_ssize_t count):
-        """Up to `count` jobs from the queues, left to right, pass after
-        pass, until `count` or a pass that finds nothing; [] if none."""
-        return take_jobs(self, queue_names, [None] * len(queue_names), count)
-
-    def enqueue_jobs(self, job_ids, bint nack):
-        """ENQUEUE / NACK: queue the active ones; returns how many were queued."""
-        return sum([enqueue_one(self, PyBytes_AS_STRING(job_id), nack)
-                    for job_id in well_formed_ids(job_ids)])
-
-    def dequeue_jobs(self, job_ids):
-        return sum([dequeue_one(self, PyBytes_AS_STRING(job_id))
-                    for job_id in well_formed_ids(job_ids)])
-
-    def nack_jobs(self, job_ids, int64_t delay_ms=-1):
-        """NACK [DELAY]: how many were queued again (or will be)."""
-        return sum([nack_one(self, PyBytes_AS_STRING(job_id), delay_ms)
-                    for job_id in well_formed_ids(job_ids)])
-
     def working(self, job_id):
         """WORKING: postpone the next delivery by the job's retry time."""
         return job_working(self, job_id)
-
-    def ack_jobs(self, job_ids):
-        """ACKJOB: returns how many known jobs moved to the acked state."""
-        return sum([ack_one(self, PyBytes_AS_STRING(job_id))
-                    for job_id in well_formed_ids(job_ids)])
 
     def fast_ack(self, job_ids):
         """FASTACK: delete at once, and ask every node that may have a copy
