@@ -1,12 +1,12 @@
 # disque-py: `make run` starts a node on 127.0.0.1:7711 (PORT=N for
-# another port) and installs redis-cli to talk to it, `make test` runs
-# everything, `make soak` plays
+# another port) with its files in run/7711/ (run/N/) and installs
+# redis-cli to talk to it, `make test` runs everything, `make soak` plays
 # 10,000 seeds of the cluster simulation and `make chaos` kills and pauses
 # a 5-node loopback cluster under load for CHAOS_SECONDS (10 minutes) and
-# checks no acknowledged job is lost. Every
-# target creates .venv when it is missing and installs what it needs
-# (Python packages into the venv; with apt, the Debian package of each
-# command that is missing, and never an upgrade of a package you have).
+# checks no acknowledged job is lost. Every target creates .venv when it
+# is missing and installs what it needs (Python packages into the venv;
+# with apt, the Debian package of each command that is missing, and never
+# an upgrade of a package you have).
 # Installing compiles the engine (disque_py/engine, Cython): a C compiler
 # and the Python headers are installed first when missing, and an edited
 # engine source makes the next target rebuild it (`make build` alone too).
@@ -15,6 +15,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 PORT   ?= 7711
+RUN_DIR = run/$(PORT)
 # Commands the targets need, each as command=the Debian package that brings it.
 RUN_COMMANDS := redis-cli=redis-tools
 TEST_COMMANDS := $(RUN_COMMANDS) nc=netcat-openbsd openssl=openssl ip=iproute2 \
@@ -130,8 +131,12 @@ $(NODE_CLIENTS)/node_modules/.installed: $(NODE_CLIENTS)/package.json $(NODE_CLI
 node-deps: $(NODE_CLIENTS)/node_modules/.installed
 
 # Another port: make run PORT=7712 (the cluster bus takes PORT + 10000).
+# The node keeps its files (nodes.conf; the AOF, when on) in RUN_DIR, which
+# git ignores: --dir makes it the node's working directory, where relative
+# paths land, as Disque's dir does (and, as in Disque, it must exist).
 run: $(VENV)/.installed redis-cli-deps
-	$(BIN)/disque-server --port $(PORT) --bind 127.0.0.1
+	mkdir -p $(RUN_DIR)
+	$(BIN)/disque-server --port $(PORT) --bind 127.0.0.1 --dir $(RUN_DIR)
 
 test: $(VENV)/.installed-test system-deps node-deps
 	$(BIN)/python -m pytest

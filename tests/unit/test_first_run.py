@@ -1,8 +1,9 @@
 """What a new user meets first: the README's promises and `make run`.
 
-No server is started here (tests/integration/test_startup_failures.py
-starts real ones on taken ports). `make -n` prints what `make run` would
-do without doing it.
+No server is started here (tests/integration/test_make_targets.py runs
+`make run` for real, tests/integration/test_startup_failures.py starts
+servers on taken ports). `make -n` prints what `make run` would do without
+doing it.
 """
 
 from __future__ import annotations
@@ -29,6 +30,13 @@ def test_make_run_installs_redis_cli_before_it_starts_the_node():
     text = make_run_plan()
     assert "redis-cli=redis-tools" in text, text
     assert text.index("redis-tools") < text.index("disque-server --port 7799"), text
+
+
+def test_make_run_keeps_the_nodes_files_in_run_port():
+    text = make_run_plan()
+    assert "mkdir -p run/7799\n" in text, text
+    assert text.index("mkdir -p run/7799") < text.index("disque-server --port 7799"), text
+    assert "disque-server --port 7799 --bind 127.0.0.1 --dir run/7799\n" in text, text
 
 
 def test_the_readme_says_how_to_pick_another_port():
