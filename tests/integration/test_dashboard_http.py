@@ -10,18 +10,22 @@ is read and driven with a plain HTTP client that keeps its cookies
 from __future__ import annotations
 
 import html
-from urllib.parse import quote
+import re
+from urllib.parse import quote, urlsplit
 
 import pytest
 
 from tests.dashboard_support import DASHBOARD, DashboardClient
 from tests.integration.test_protected_mode import UnboundServer, netns  # noqa: F401 (fixture)
 from tests.support import free_port, wait_for
+from disque_py.web.server import local_url
 from tests.web_support import http_get, http_server, running_http_server
 
 PASSWORD = "dashboard-s3cret"
 SCRIPT_QUEUE = "<script>alert('q')</script>"
 SCRIPT_BODY = "<img src=x onerror=alert(1)>&amp;"
+LOGGED_URL = re.compile(r"HTTP \(/metrics, /healthz, /readyz\) is served on port (\d+); "
+                        r"the dashboard is at (\S+)$", re.MULTILINE)
 
 
 @pytest.fixture(scope="module")
@@ -95,6 +99,26 @@ def test_user_data_is_escaped_everywhere(client, web):
     # The pages carry no script and say so to the browser.
     assert "<script" not in "".join(page.text for page in pages).lower()
     assert "default-src 'none'" in pages[0].headers["Content-Security-Policy"]
+
+
+def test_the_start_up_log_names_the_dashboards_url(node):
+    logged = wait_for(lambda: LOGGED_URL.search(node.log_text()), message="the HTTP log line")
+    assert logged.group(1) == str(node.http_port)
+    url = logged.group(2)
+    assert url == f"http://127.0.0.1:{node.http_port}/dashboard/"
+    status, _, body = http_get(urlsplit(url).port, urlsplit(url).path)
+    assert status == 200 and b"<h1>Node " in body
+
+
+@pytest.mark.parametrize("address, url", [
+    ("127.0.0.1", "http://127.0.0.1:8080/dashboard/"),
+    (None, "http://localhost:8080/dashboard/"),             # every address
+    ("0.0.0.0", "http://127.0.0.1:8080/dashboard/"),
+    ("::", "http://[::1]:8080/dashboard/"),
+    ("fd00::7", "http://[fd00::7]:8080/dashboard/"),
+])
+def test_the_logged_url_is_one_a_browser_on_this_host_opens(address, url):
+    assert local_url(address, 8080, DASHBOARD) == url
 
 
 def test_unknown_queues_and_jobs_are_404(client, web):

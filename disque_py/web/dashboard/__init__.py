@@ -3,9 +3,9 @@
 setup(app, server) mounts the dashboard under PREFIX as an aiohttp
 sub-application of the node's HTTP endpoint (web/server.py), so that its
 middleware (auth.py: protected mode, login, CSRF) guards its routes only,
-and redirects / to it. It starts the sampler (sampler.py), one sample a
-second in the node's loop, when the endpoint starts, and stops it with
-the endpoint.
+redirects / to it, and returns PREFIX (the endpoint logs the dashboard's
+URL). It starts the sampler (sampler.py), one sample a second in the
+node's loop, when the endpoint starts, and stops it with the endpoint.
 
     GET  /dashboard/                  overview: node, cluster, queues, charts
     GET  /dashboard/queue?name=Q      a queue: QSTAT, its jobs in GETJOB order, charts
@@ -36,7 +36,7 @@ PREFIX = "/dashboard/"
 SAMPLER_KEY = web.AppKey("dashboard_sampler", Sampler)
 
 
-def setup(app: web.Application, server) -> None:
+def setup(app: web.Application, server) -> str:
     sampler = Sampler(server)
     store = SessionStore(SESSION_COOKIE_PREFIX + str(server.config["http-port"]))
     pages = Pages(PREFIX, sampler, make_environment())
@@ -62,6 +62,7 @@ def setup(app: web.Application, server) -> None:
     app.router.add_get("/", _to_dashboard)
     app.router.add_get(PREFIX.rstrip("/"), _to_dashboard)    # before the prefix takes it
     app.add_subapp(PREFIX.rstrip("/"), dashboard)
+    return PREFIX
 
 
 async def _to_dashboard(request: web.Request) -> web.Response:
