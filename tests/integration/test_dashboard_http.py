@@ -24,6 +24,7 @@ from tests.web_support import http_get, http_server, running_http_server
 PASSWORD = "dashboard-s3cret"
 SCRIPT_QUEUE = "<script>alert('q')</script>"
 SCRIPT_BODY = "<img src=x onerror=alert(1)>&amp;"
+DEAD_LETTER_BADGE = '<span class="badge dead">dead letters</span>'
 LOGGED_URL = re.compile(r"HTTP \(/metrics, /healthz, /readyz\) is served on port (\d+); "
                         r"the dashboard is at (\S+)$", re.MULTILINE)
 
@@ -64,6 +65,22 @@ def job_path(job_id: str) -> str:
 def qstat(client, name: str) -> dict:
     reply = client.execute_command("QSTAT", name)
     return {reply[i].decode(): reply[i + 1] for i in range(0, len(reply), 2)}
+
+
+def queue_row(page: str, name: str) -> str:
+    """The overview's row of a queue, as HTML."""
+    rows = [row for row in page.split("<tr>") if f'class="queue-name">{name}</a>' in row]
+    assert len(rows) == 1, f"{len(rows)} rows for {name}"
+    return rows[0]
+
+
+def dead_letter(client, queue: str, *options) -> str:
+    """A job of `queue` whose one delivery is spent: NACKed, it is dead."""
+    job_id = client.execute_command("ADDJOB", queue, "img", 0, "RETRY", 1, "MAXDELIVERIES", 1,
+                                    *options).decode()
+    client.execute_command("GETJOB", "FROM", queue)
+    client.execute_command("NACK", job_id)
+    return job_id
 
 
 # ---------------------------------------------------------------- pages
@@ -223,6 +240,32 @@ def test_requeue_a_dead_letter_queue(client, web):
     assert client.execute_command("QLEN", "resize:dead") == 0
     assert client.execute_command("QLEN", "resize") == 1
     assert "1 dead-lettered job(s) queued again" in web.get(reply.location).text
+
+
+def test_dead_letter_queues_are_marked_when_empty_too(client, node, web):
+    dead_letter(client, "resize")                                   # to resize:dead
+    dead_letter(client, "thumbs", "DEADLETTER", "failed-images")
+    for queue in ("resize:dead", "failed-images"):
+        wait_for(lambda: client.execute_command("QLEN", queue) == 1, message=queue)
+        assert client.execute_command("QREQUEUE", queue) == 1
+        assert client.execute_command("QLEN", queue) == 0
+    consumer = node.raw()             # waits on a dead-letter queue no job reached yet
+    consumer.send(b"GETJOB TIMEOUT 60000 FROM parked:dead\r\n")
+    wait_for(lambda: client.execute_command("QSTAT", "parked:dead") is not None,
+             message="the consumer's queue")
+    # failed-images is known by the job of thumbs that names it: the
+    # dashboard's walk of the jobs table finds it within a second or two.
+    wait_for(lambda: DEAD_LETTER_BADGE in queue_row(web.get().text, "failed-images"),
+             message="failed-images marked")
+    page = web.get().text
+    for queue in ("resize:dead", "failed-images", "parked:dead"):
+        assert DEAD_LETTER_BADGE in queue_row(page, queue), queue
+        assert '<td class="num queue-len">0</td>' in queue_row(page, queue), queue
+    for queue in ("resize", "thumbs"):
+        assert DEAD_LETTER_BADGE not in queue_row(page, queue), queue
+    assert DEAD_LETTER_BADGE in web.get(queue_path("failed-images")).text
+    assert DEAD_LETTER_BADGE not in web.get(queue_path("thumbs")).text
+    consumer.close()
 
 
 def test_delete_a_job(client, web):

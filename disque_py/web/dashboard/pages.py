@@ -76,11 +76,13 @@ def make_environment() -> jinja2.Environment:
 
 
 class Pages:
-    """The GET handlers, sharing the template environment and the sampler."""
+    """The GET handlers, sharing the template environment, the sampler and
+    what is known of dead-letter queues."""
 
-    def __init__(self, prefix: str, sampler, env: jinja2.Environment) -> None:
+    def __init__(self, prefix: str, sampler, dead_letters, env: jinja2.Environment) -> None:
         self.prefix = prefix
         self.sampler = sampler
+        self.dead_letters = dead_letters      # deadletters.py's DeadLetterQueues
         self.env = env
 
     async def render(self, request: web.Request, template: str, status: int = 200,
@@ -151,7 +153,7 @@ class Pages:
                 ][:sampler.max_queues]
 
     def _queue_rows(self, server, names: list[bytes]) -> list[dict]:
-        rows = readers.queue_rows(server, names)
+        rows = readers.queue_rows(server, names, self.dead_letters)
         for row in rows:
             for field in ("jobs_in", "jobs_out"):
                 rates = self.sampler.queue_rates(row["name"], field, TABLE_SPARK_SAMPLES)
@@ -161,7 +163,7 @@ class Pages:
     async def queue(self, request: web.Request) -> web.Response:
         server = request.config_dict[SERVER_KEY]
         name = query_bytes(request, "name")
-        row = readers.queue_row(server, name) if name else None
+        row = readers.queue_row(server, name, self.dead_letters) if name else None
         if row is None:
             return await self.error(request, NOT_FOUND, "No such queue on this node.")
         offset = max(query_int(request, "offset"), 0)

@@ -104,14 +104,9 @@ def qstat(server, name: bytes) -> dict | None:
     return {text(key): value for key, value in zip(reply[::2], reply[1::2])}
 
 
-def is_dead_letter_queue(server, q) -> bool:
-    """A queue whose next job was dead-lettered (MAXDELIVERIES)."""
-    head = q.jobs.peek(1)
-    options = server.node.options_of(head[0]) if head else None
-    return options is not None and options.dead_reason_name is not None
-
-
-def queue_row(server, name: bytes) -> dict | None:
+def queue_row(server, name: bytes, dead_letters) -> dict | None:
+    """A queue's QSTAT figures, its next job's age, and whether it is a
+    dead-letter queue (deadletters.py's DeadLetterQueues says)."""
     stat = qstat(server, name)
     if stat is None:
         return None
@@ -120,12 +115,12 @@ def queue_row(server, name: bytes) -> dict | None:
             "pause": text(stat["pause"]), "jobs_in": stat["jobs-in"],
             "jobs_out": stat["jobs-out"],
             "head_age": head_age(q, server.node.clock.now_ms()),
-            "dead": is_dead_letter_queue(server, q)}
+            "dead": dead_letters.is_dead_letter_queue(q)}
 
 
-def queue_rows(server, names) -> list[dict]:
+def queue_rows(server, names, dead_letters) -> list[dict]:
     """The rows of the queues named, in that order (queues gone are left out)."""
-    rows = [queue_row(server, name) for name in names]
+    rows = [queue_row(server, name, dead_letters) for name in names]
     return [row for row in rows if row is not None]
 
 
