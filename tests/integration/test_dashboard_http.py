@@ -27,6 +27,7 @@ SCRIPT_BODY = "<img src=x onerror=alert(1)>&amp;"
 DEAD_LETTER_BADGE = '<span class="badge dead">dead letters</span>'
 LOGGED_URL = re.compile(r"HTTP \(/metrics, /healthz, /readyz\) is served on port (\d+); "
                         r"the dashboard is at (\S+)$", re.MULTILINE)
+BULK_JOBS = 1234
 
 
 @pytest.fixture(scope="module")
@@ -72,6 +73,13 @@ def queue_row(page: str, name: str) -> str:
     rows = [row for row in page.split("<tr>") if f'class="queue-name">{name}</a>' in row]
     assert len(rows) == 1, f"{len(rows)} rows for {name}"
     return rows[0]
+
+
+def node_field(page: str, label: str) -> str:
+    """A figure of the overview's node fields, as the page writes it."""
+    found = re.search(rf"<span>{re.escape(label)}</span> <strong>([^<]*)</strong>", page)
+    assert found, f"no {label} on the overview"
+    return found.group(1)
 
 
 def dead_letter(client, queue: str, *options) -> str:
@@ -136,6 +144,34 @@ def test_the_start_up_log_names_the_dashboards_url(node):
 ])
 def test_the_logged_url_is_one_a_browser_on_this_host_opens(address, url):
     assert local_url(address, 8080, DASHBOARD) == url
+
+
+def test_numbers_are_written_with_thousands_separators_and_sizes_in_binary_units(client, web):
+    pipe = client.pipeline(transaction=False)
+    for i in range(BULK_JOBS):
+        pipe.execute_command("ADDJOB", "bulk", f"job {i}", 0)
+    pipe.execute()
+    page = web.get().text
+    assert '<td class="num queue-len">1,234</td>' in queue_row(page, "bulk")
+    assert node_field(page, "registered_jobs") == "1,234"
+    assert node_field(page, "tcp_port") == str(client.connection_pool.connection_kwargs["port"])
+    assert re.fullmatch(r"\d{1,4}\.\d (KiB|MiB|GiB)", node_field(page, "used_memory"))
+    maxmemory = int(client.config_get("maxmemory")["maxmemory"])
+    assert maxmemory == 2 ** 30 and node_field(page, "maxmemory") == "1.0 GiB"
+    queue_page = web.get(queue_path("bulk")).text
+    for field in ("len", "jobs-in"):
+        assert f'<tr><th>{field}</th><td class="mono">1,234</td></tr>' in queue_page
+
+
+def test_a_lone_node_reaches_no_peer_in_a_cluster_of_one(client, web):
+    page = web.get().text
+    assert node_field(page, "cluster_size") == "1"
+    assert node_field(page, "cluster_reachable_peers") == "0"
+    assert "cluster_reachable_nodes" not in page
+    # What a Disque client reads is Disque's own field, unchanged.
+    cluster_info = client.execute_command("CLUSTER", "INFO").decode()
+    assert "cluster_reachable_nodes:0\r\n" in cluster_info
+    assert "cluster_size:1\r\n" in cluster_info
 
 
 def test_unknown_queues_and_jobs_are_404(client, web):

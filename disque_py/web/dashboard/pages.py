@@ -26,6 +26,7 @@ TABLE_SPARK_SAMPLES = 120           # the queues table's sparklines: the last 2 
 ROWS_PER_TURN = 25                  # queue rows built in one turn of the event loop
 RENDER_CHUNKS_PER_TURN = 400        # template pieces rendered in one turn
 NOT_FOUND = 404
+BYTE_UNITS = ("KiB", "MiB", "GiB", "TiB", "PiB")
 # Pages carry no script: inline styles and SVG only.
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src 'self' data:; form-action 'self'; " \
       "frame-ancestors 'none'; base-uri 'none'"
@@ -67,10 +68,33 @@ def when(unix_seconds: int) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(unix_seconds))
 
 
+def figure(value, kind: str = readers.COUNT) -> str:
+    """How every page writes a number (readers.py's kinds): a count with
+    thousands separators (1234567 -> 1,234,567), a size in bytes in binary
+    units (1572864 -> 1.5 MiB); anything else, or AS_IS, as show_value does."""
+    if kind == readers.AS_IS or isinstance(value, bool) or \
+            not isinstance(value, (int, float)):
+        return readers.show_value(value)
+    if kind == readers.BYTES:
+        return byte_size(value)
+    return f"{value:,}"
+
+
+def byte_size(size: float) -> str:
+    """512 -> 512 B, 1536 -> 1.5 KiB, 3 * 2**30 -> 3.0 GiB."""
+    if abs(size) < 1024:
+        return f"{size:,} B"
+    for unit in BYTE_UNITS:
+        size /= 1024
+        if abs(size) < 1024 or unit == BYTE_UNITS[-1]:
+            break
+    return f"{size:,.1f} {unit}"
+
+
 def make_environment() -> jinja2.Environment:
     env = jinja2.Environment(loader=jinja2.PackageLoader("disque_py.web.dashboard", "templates"),
                              autoescape=True, undefined=jinja2.StrictUndefined)
-    env.filters.update(duration=duration, human=svg.human, when=when,
+    env.filters.update(duration=duration, figure=figure, human=svg.human, when=when,
                        pct=lambda raw: quote_from_bytes(raw, safe=""))
     return env
 
@@ -170,8 +194,7 @@ class Pages:
         jobs, more = readers.queue_jobs(server, name, offset)
         not_queued, cursor = await readers.jobs_not_queued(server, name,
                                                             query_int(request, "cursor"))
-        stat = {key: readers.show_value(value)
-                for key, value in readers.qstat(server, name).items()}
+        stat = readers.qstat(server, name)
         span = self.sampler.span_seconds()
         charts = [svg.chart(self.sampler.queue_lengths(name), "length", span),
                   svg.chart(self.sampler.queue_rates(name, "jobs_in"), "jobs in/s", span),
