@@ -1,10 +1,12 @@
 # disque-py: `make run` starts a node on 127.0.0.1:7711 (PORT=N for
-# another port) and installs redis-cli to talk to it, `make test` runs
-# everything, `make soak` plays 10,000 seeds of the cluster simulation and
-# `make chaos` kills and pauses a 5-node loopback cluster under load for
-# CHAOS_SECONDS (10 minutes) and checks no acknowledged job is lost. Every
-# target creates .venv when it is missing and installs what it needs
-# (Python packages into the venv, Debian packages with apt when absent).
+# another port) with its files in run/7711/ (run/N/) and installs
+# redis-cli to talk to it, `make test` runs everything, `make soak` plays
+# 10,000 seeds of the cluster simulation and `make chaos` kills and pauses
+# a 5-node loopback cluster under load for CHAOS_SECONDS (10 minutes) and
+# checks no acknowledged job is lost. Every target creates .venv when it
+# is missing and installs what it needs (Python packages into the venv;
+# with apt, the Debian package of each command that is missing, and never
+# an upgrade of a package you have).
 # Installing compiles the engine (disque_py/engine, Cython): a C compiler
 # and the Python headers are installed first when missing, and an edited
 # engine source makes the next target rebuild it (`make build` alone too).
@@ -13,10 +15,13 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 PORT   ?= 7711
-APT_PACKAGES := redis-tools netcat-openbsd openssl iproute2
-JAVA_PACKAGE := openjdk-17-jre-headless
-NODE_PACKAGES := nodejs npm
-BROWSER_PACKAGES := chromium chromium-driver
+RUN_DIR = run/$(PORT)
+# Commands the targets need, each as command=the Debian package that brings it.
+RUN_COMMANDS := redis-cli=redis-tools
+TEST_COMMANDS := $(RUN_COMMANDS) nc=netcat-openbsd openssl=openssl ip=iproute2 \
+	java=openjdk-17-jre-headless node=nodejs npm=npm \
+	chromium=chromium chromedriver=chromium-driver
+BENCH_COMMANDS := redis-server=redis-server
 NODE_CLIENTS := tests/clients/node
 PROMTOOL := $(BIN)/promtool
 SUDO   := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
@@ -29,20 +34,46 @@ SOAK_JOBS  ?= 2
 ENGINE_SOURCES := setup.py disque_py/engine/_sources.py \
 	$(wildcard disque_py/engine/*.pyx disque_py/engine/*.pxd disque_py/engine/*.pxi disque_py/engine/*.h \
 	           disque_py/engine/*/*.pxd disque_py/engine/*/*.pxi)
-BUILD_PACKAGES := gcc libc6-dev python3-dev python3-venv
+HAS_PYTHON_H := $(PYTHON) -c "import os, sys, sysconfig; sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()['include'], 'Python.h')))"
 
-.PHONY: run build test bench chaos soak build-deps redis-cli-deps system-deps node-deps clean
+.PHONY: run build test bench chaos soak build-deps redis-cli-deps system-deps test-commands \
+	node-deps clean
 
-# What installing needs before the venv exists: venv itself, a C compiler
-# and the headers of $(PYTHON) (Debian's python3; another interpreter must
-# bring its own headers, and the check says so).
+# $(call apt_install,WORDS): installs with apt-get the Debian packages that
+# the shell expands WORDS to, when there are any. apt-get install upgrades a
+# package it is given that is installed already, and the libraries that
+# package needs with it (`make test` once upgraded a user's openssl and
+# libssl that way): callers name only packages that are missing, and
+# --no-upgrade makes sure. A package that is new can still need a newer
+# version of a library than the one installed; apt-get then upgrades it.
+define apt_install
+if [ -n "$(strip $(1))" ]; then \
+	$(SUDO) apt-get update -qq && \
+	DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends \
+		--no-upgrade $(1); \
+fi
+endef
+
+# $(call install_missing,command=package ...): the package of each command
+# that is not on PATH, and nothing for the commands that are.
+define install_missing
+@missing=""; for pair in $(1); do \
+	command -v "$${pair%%=*}" >/dev/null || missing="$$missing $${pair#*=}"; \
+done; \
+$(call apt_install,$$missing)
+endef
+
+# What installing needs before the venv exists: venv itself, a C compiler,
+# the C library's headers and the headers of $(PYTHON) (Debian's python3;
+# another interpreter must bring its own headers, and the check says so).
 build-deps:
-	@if ! command -v cc >/dev/null || ! $(PYTHON) -c "import venv, ensurepip" 2>/dev/null || \
-		! $(PYTHON) -c "import os, sys, sysconfig; sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()['include'], 'Python.h')))"; then \
-		$(SUDO) apt-get update -qq && \
-		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $(BUILD_PACKAGES); \
-	fi
-	@$(PYTHON) -c "import os, sys, sysconfig; sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()['include'], 'Python.h')))" || \
+	@missing=""; \
+	command -v cc >/dev/null || missing="$$missing gcc"; \
+	[ -e /usr/include/stdio.h ] || missing="$$missing libc6-dev"; \
+	$(PYTHON) -c "import venv, ensurepip" 2>/dev/null || missing="$$missing python3-venv"; \
+	$(HAS_PYTHON_H) || missing="$$missing python3-dev"; \
+	$(call apt_install,$$missing)
+	@$(HAS_PYTHON_H) || \
 		{ echo "no Python.h for $(PYTHON): install its development headers" >&2; exit 1; }
 
 $(BIN)/python: | build-deps
@@ -62,10 +93,7 @@ build: $(VENV)/.installed
 # redis-cli alone (redis-tools), for `make run`: the README's next step
 # talks to the node with it. Silent, and nothing to do, once installed.
 redis-cli-deps:
-	@if ! command -v redis-cli >/dev/null; then \
-		$(SUDO) apt-get update -qq && \
-		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends redis-tools; \
-	fi
+	$(call install_missing,$(RUN_COMMANDS))
 
 # Command-line tools the tests drive: redis-cli (redis-tools) and nc; openssl
 # (the TLS tests make their certificates) and ip (iproute2: the protected-mode
@@ -73,24 +101,12 @@ redis-cli-deps:
 # for the Spark tests (pyspark starts a JVM); node and npm for the Node.js
 # client libraries; Debian's chromium and its chromedriver for the
 # dashboard's browser tests (selenium drives them; no browser is downloaded).
-system-deps: redis-cli-deps $(PROMTOOL)
-	@if ! command -v redis-cli >/dev/null || ! command -v nc >/dev/null || \
-		! command -v openssl >/dev/null || ! command -v ip >/dev/null; then \
-		$(SUDO) apt-get update -qq && \
-		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $(APT_PACKAGES); \
-	fi
-	@if ! command -v java >/dev/null; then \
-		$(SUDO) apt-get update -qq && \
-		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $(JAVA_PACKAGE); \
-	fi
-	@if ! command -v node >/dev/null || ! command -v npm >/dev/null; then \
-		$(SUDO) apt-get update -qq && \
-		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $(NODE_PACKAGES); \
-	fi
-	@if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then \
-		$(SUDO) apt-get update -qq && \
-		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $(BROWSER_PACKAGES); \
-	fi
+# Each is TEST_COMMANDS' command=package: only the missing ones' packages
+# are installed.
+test-commands:
+	$(call install_missing,$(TEST_COMMANDS))
+
+system-deps: test-commands $(PROMTOOL)
 
 # promtool, which checks /metrics in the suite, is taken out of Debian's
 # prometheus package (apt-get download, no root needed once the package lists
@@ -115,8 +131,12 @@ $(NODE_CLIENTS)/node_modules/.installed: $(NODE_CLIENTS)/package.json $(NODE_CLI
 node-deps: $(NODE_CLIENTS)/node_modules/.installed
 
 # Another port: make run PORT=7712 (the cluster bus takes PORT + 10000).
+# The node keeps its files (nodes.conf; the AOF, when on) in RUN_DIR, which
+# git ignores: --dir makes it the node's working directory, where relative
+# paths land, as Disque's dir does (and, as in Disque, it must exist).
 run: $(VENV)/.installed redis-cli-deps
-	$(BIN)/disque-server --port $(PORT) --bind 127.0.0.1
+	mkdir -p $(RUN_DIR)
+	$(BIN)/disque-server --port $(PORT) --bind 127.0.0.1 --dir $(RUN_DIR)
 
 # The layer contract first (seconds): a layer that imports upward fails
 # before the suite runs.
@@ -126,8 +146,7 @@ test: $(VENV)/.installed-test system-deps node-deps
 
 # Benchmarks compare against redis-server from Debian's packages.
 bench: $(VENV)/.installed-test system-deps
-	@command -v redis-server >/dev/null || { $(SUDO) apt-get update -qq && \
-		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends redis-server; }
+	$(call install_missing,$(BENCH_COMMANDS))
 	$(BIN)/python benchmarks/bench_server.py
 
 # Extra options in CHAOS_ARGS, e.g. CHAOS_ARGS="--seed 42 --keep" (disque-py chaos --help).

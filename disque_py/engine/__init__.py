@@ -34,33 +34,36 @@ def _check_build_matches_sources() -> None:
 
 _check_build_matches_sources()
 
-# The types and functions, by part.
-from disque_py.engine._core import (AwakeSchedule, DedupTable, IdGenerator, Job, JobExtra,
-                                    JobOptions, JobQueue, JobTable, Queue, is_valid_id,
-                                    job_options, new_job, pack_job, serialize_job, siphash13_of,
-                                    unpack_job, DEAD_REASON_NAMES, DEFAULT_DEDUP_MAX_KEYS,
-                                    PAUSE_STATE_NAMES, STATE_NAMES, HookNotWired, NodeCore,
-                                    NodeHooks, is_at_most_once_id, ttl_minutes_from_id,
-                                    CommandCore, ConnectionBase, RequestParser, ServerCore,
-                                    SessionCore, StatsCore, parse_int, parse_strict_int,
-                                    render_jobs, run_hot, HOT_COMMANDS)  # noqa: E402
-# The constants (cpdef enums), by part.
-from disque_py.engine._core import (JOB_ID_LEN, NODE_ID_LEN, WAIT_REPL, ACTIVE, QUEUED, ACKED,
-                                    FLAG_BCAST_QUEUED, FLAG_BCAST_WILLQUEUE, FLAG_DELIVERED,
-                                    FLAG_COUNTED, FLAG_BACKED_OFF, FLAG_PROMISED, FLAG_CONFIRMED,
-                                    LOCAL_FLAGS, DEAD_NONE, DEAD_MAX_DELIVERIES, DEFAULT_PRIORITY,
-                                    MAX_PRIORITY, TABLE_PARTITIONS, BUCKET_MS, PAUSED_IN,
-                                    PAUSED_OUT, PAUSED_ALL, DEDUP_MEMORY_OVERHEAD,
-                                    WILLQUEUE_ADVANCE_MS, TIME_ERROR_MS, DEFAULT_TTL_S,
-                                    DEFAULT_RETRY_MAX_S, MAX_DEFAULT_REPLICATION,
-                                    GC_RETRY_MIN_PERIOD_MS, GC_RETRY_MAX_PERIOD_MS,
-                                    GC_RETRY_COUNT_MAX, GC_JITTER_MS, GONE_ACKED, GONE_DELETED,
-                                    GONE_EXPIRED, GONE_MOVED, JOB_MEMORY_OVERHEAD,
-                                    QUEUE_MEMORY_OVERHEAD, INLINE_MAX_SIZE, MULTIBULK_MAX_COUNT,
-                                    BULK_MAX_LENGTH)  # noqa: E402
-from disque_py.engine.records import (DEDUP_KEY_FIELD, DEDUP_QUEUE_FIELD, DEDUP_UNTIL_FIELD,
-                                      JobRecord, deserialize_job, deserialize_jobs,
-                                      serialize_record)  # noqa: E402
+# The types and functions, by part: model/ (the job and what holds jobs),
+# node/ (one node's lifecycle and its hooks), net/ (the hot command loop).
+from disque_py.engine._core import (  # noqa: E402
+    AwakeSchedule, DedupTable, IdGenerator, Job, JobExtra, JobOptions, JobQueue, JobTable,
+    Queue, is_valid_id, job_options, new_job, pack_job, serialize_job, siphash13_of, unpack_job,
+    DEAD_QUEUE_SUFFIX, DEAD_REASON_NAMES, DEFAULT_DEDUP_MAX_KEYS, PAUSE_STATE_NAMES,
+    STATE_NAMES)
+from disque_py.engine._core import (  # noqa: E402
+    HookNotWired, NodeCore, NodeHooks, is_at_most_once_id, ttl_minutes_from_id)
+from disque_py.engine._core import (  # noqa: E402
+    HOT_COMMANDS, CommandCore, ConnectionBase, RequestParser, ServerCore, SessionCore, StatsCore,
+    parse_int, parse_strict_int, render_jobs, run_hot)
+# The constants: cpdef enums, each declared once in the .pxd of its part.
+from disque_py.engine._core import (  # noqa: E402  model/job.pxd
+    JOB_ID_LEN, NODE_ID_LEN, WAIT_REPL, ACTIVE, QUEUED, ACKED, FLAG_BCAST_QUEUED,
+    FLAG_BCAST_WILLQUEUE, FLAG_DELIVERED, FLAG_COUNTED, FLAG_BACKED_OFF, FLAG_PROMISED,
+    FLAG_CONFIRMED, LOCAL_FLAGS)
+from disque_py.engine._core import (  # noqa: E402  model/options.pxd, table, schedule, queue
+    DEAD_NONE, DEAD_MAX_DELIVERIES, DEFAULT_PRIORITY, MAX_PRIORITY, TABLE_PARTITIONS, BUCKET_MS,
+    PAUSED_IN, PAUSED_OUT, PAUSED_ALL, DEDUP_MEMORY_OVERHEAD)
+from disque_py.engine._core import (  # noqa: E402  node/node.pxd
+    WILLQUEUE_ADVANCE_MS, TIME_ERROR_MS, DEFAULT_TTL_S, DEFAULT_RETRY_MAX_S,
+    MAX_DEFAULT_REPLICATION, GC_RETRY_MIN_PERIOD_MS, GC_RETRY_MAX_PERIOD_MS, GC_RETRY_COUNT_MAX,
+    GC_JITTER_MS, GONE_ACKED, GONE_DELETED, GONE_EXPIRED, GONE_MOVED, JOB_MEMORY_OVERHEAD,
+    QUEUE_MEMORY_OVERHEAD)
+from disque_py.engine._core import (  # noqa: E402  net/resp.pxd
+    INLINE_MAX_SIZE, MULTIBULK_MAX_COUNT, BULK_MAX_LENGTH)
+from disque_py.engine.records import (  # noqa: E402
+    DEDUP_KEY_FIELD, DEDUP_QUEUE_FIELD, DEDUP_UNTIL_FIELD, JobRecord, deserialize_job,
+    deserialize_jobs, serialize_record)
 
 # A job state's number, by the name SHOW and JSCAN STATE use.
 STATE_BY_NAME = {name: number for number, name in enumerate(STATE_NAMES)}

@@ -57,6 +57,10 @@ def server_main(argv: list[str] | None = None) -> None:
 def start(config_file: str | None, directive_args: list[str]) -> int:
     """Load the configuration, then run the server in this process."""
     from disque_py.config import Config
+    # INFO's executable, made absolute before `dir` changes the working
+    # directory, as Disque does: `make run` runs .venv/bin/disque-server
+    # with --dir run/PORT.
+    executable = os.path.abspath(sys.argv[0])
     try:
         config = Config.load(config_file, directive_args)
     except ConfigError as error:
@@ -71,7 +75,7 @@ def start(config_file: str | None, directive_args: list[str]) -> int:
                     "In order to specify a config file use disque-server /path/to/disque.conf")
     from disque_py.server.runtime import run_server
     try:
-        return run_server(config, on_ready=on_ready)
+        return run_server(config, executable, on_ready=on_ready)
     except OSError as error:
         hint = ""
         if error.errno == errno.EADDRINUSE:

@@ -20,6 +20,8 @@ after this module's routes are added and before the application starts.
 command handler gets; it is also stored as app[SERVER_KEY] (web/keys.py),
 where every route reads it. setup() may add routes, middlewares and
 on_startup/on_cleanup hooks; the cleanup hooks run when the node stops.
+It returns the path of the dashboard's first page ("/dashboard/"), which
+the start-up log line names as a URL a browser on this host can open.
 """
 
 from __future__ import annotations
@@ -34,20 +36,33 @@ from disque_py.web import health, metrics
 from disque_py.web.keys import SERVER_KEY
 
 DASHBOARD_MODULE = "disque_py.web.dashboard"
+DASHBOARD_PATH_KEY = web.AppKey("dashboard_path", str)
 # Seconds a request still running at shutdown may take to finish.
 SHUTDOWN_GRACE_S = 1.0
+# What a browser on this host connects to for a listener on every address.
+EVERY_ADDRESS_HOSTS = {None: "localhost", "0.0.0.0": "127.0.0.1", "::": "[::1]"}
 
 
 def build_app(server) -> web.Application:
-    """The application: our routes, then the dashboard's if it is installed."""
+    """The application: our routes, then the dashboard's if it is installed
+    (its path in app[DASHBOARD_PATH_KEY])."""
     app = web.Application()
     app[SERVER_KEY] = server
     metrics.setup(app, server)
     health.setup(app)
     spec = importlib.util.find_spec(DASHBOARD_MODULE)
     if spec is not None and spec.origin is not None:      # a package, not a bare directory
-        importlib.import_module(DASHBOARD_MODULE).setup(app, server)
+        app[DASHBOARD_PATH_KEY] = importlib.import_module(DASHBOARD_MODULE).setup(app, server)
     return app
+
+
+def local_url(address: str | None, port: int, path: str) -> str:
+    """The URL of `path` on a listener at address:port, as a browser on this
+    host would open it (None is every address)."""
+    host = EVERY_ADDRESS_HOSTS.get(address)
+    if host is None:
+        host = f"[{address}]" if ":" in address else address
+    return f"http://{host}:{port}{path}"
 
 
 def http_addresses(config) -> list[str | None]:
@@ -59,10 +74,11 @@ async def listen(server, config) -> web.AppRunner:
     """Serve the application on every address; StartupError (the runner
     cleaned up) if one cannot be had."""
     port = config.http_port
-    runner = web.AppRunner(build_app(server), access_log=None,
-                           shutdown_timeout=SHUTDOWN_GRACE_S)
+    app = build_app(server)
+    runner = web.AppRunner(app, access_log=None, shutdown_timeout=SHUTDOWN_GRACE_S)
     await runner.setup()
-    for address in http_addresses(config):
+    addresses = http_addresses(config)
+    for address in addresses:
         site = web.TCPSite(runner, address, port, reuse_address=True,
                            backlog=config.tcp_backlog)
         try:
@@ -72,5 +88,9 @@ async def listen(server, config) -> web.AppRunner:
             raise StartupError(f"Could not listen for HTTP on {address or '*'}:{port}: "
                                f"{error.strerror or error} "
                                "(choose another with --http-port N, 0 for none)") from None
-    log.notice("HTTP (/metrics, /healthz, /readyz) is served on port %d", port)
+    dashboard = ""
+    if DASHBOARD_PATH_KEY in app:
+        url = local_url(addresses[0], port, app[DASHBOARD_PATH_KEY])
+        dashboard = f"; the dashboard is at {url}"
+    log.notice("HTTP (/metrics, /healthz, /readyz) is served on port %d%s", port, dashboard)
     return runner

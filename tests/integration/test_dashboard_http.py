@@ -10,18 +10,24 @@ is read and driven with a plain HTTP client that keeps its cookies
 from __future__ import annotations
 
 import html
-from urllib.parse import quote
+import re
+from urllib.parse import quote, urlsplit
 
 import pytest
 
 from tests.dashboard_support import DASHBOARD, DashboardClient
 from tests.integration.test_protected_mode import UnboundServer, netns  # noqa: F401 (fixture)
 from tests.support import free_port, wait_for
+from disque_py.web.server import local_url
 from tests.web_support import http_get, http_server, running_http_server
 
 PASSWORD = "dashboard-s3cret"
 SCRIPT_QUEUE = "<script>alert('q')</script>"
 SCRIPT_BODY = "<img src=x onerror=alert(1)>&amp;"
+DEAD_LETTER_BADGE = '<span class="badge dead">dead letters</span>'
+LOGGED_URL = re.compile(r"HTTP \(/metrics, /healthz, /readyz\) is served on port (\d+); "
+                        r"the dashboard is at (\S+)$", re.MULTILINE)
+BULK_JOBS = 1234
 
 
 @pytest.fixture(scope="module")
@@ -62,6 +68,29 @@ def qstat(client, name: str) -> dict:
     return {reply[i].decode(): reply[i + 1] for i in range(0, len(reply), 2)}
 
 
+def queue_row(page: str, name: str) -> str:
+    """The overview's row of a queue, as HTML."""
+    rows = [row for row in page.split("<tr>") if f'class="queue-name">{name}</a>' in row]
+    assert len(rows) == 1, f"{len(rows)} rows for {name}"
+    return rows[0]
+
+
+def node_field(page: str, label: str) -> str:
+    """A figure of the overview's node fields, as the page writes it."""
+    found = re.search(rf"<span>{re.escape(label)}</span> <strong>([^<]*)</strong>", page)
+    assert found, f"no {label} on the overview"
+    return found.group(1)
+
+
+def dead_letter(client, queue: str, *options) -> str:
+    """A job of `queue` whose one delivery is spent: NACKed, it is dead."""
+    job_id = client.execute_command("ADDJOB", queue, "img", 0, "RETRY", 1, "MAXDELIVERIES", 1,
+                                    *options).decode()
+    client.execute_command("GETJOB", "FROM", queue)
+    client.execute_command("NACK", job_id)
+    return job_id
+
+
 # ---------------------------------------------------------------- pages
 
 def test_the_root_leads_to_the_overview(client, web):
@@ -95,6 +124,54 @@ def test_user_data_is_escaped_everywhere(client, web):
     # The pages carry no script and say so to the browser.
     assert "<script" not in "".join(page.text for page in pages).lower()
     assert "default-src 'none'" in pages[0].headers["Content-Security-Policy"]
+
+
+def test_the_start_up_log_names_the_dashboards_url(node):
+    logged = wait_for(lambda: LOGGED_URL.search(node.log_text()), message="the HTTP log line")
+    assert logged.group(1) == str(node.http_port)
+    url = logged.group(2)
+    assert url == f"http://127.0.0.1:{node.http_port}/dashboard/"
+    status, _, body = http_get(urlsplit(url).port, urlsplit(url).path)
+    assert status == 200 and b"<h1>Node " in body
+
+
+@pytest.mark.parametrize("address, url", [
+    ("127.0.0.1", "http://127.0.0.1:8080/dashboard/"),
+    (None, "http://localhost:8080/dashboard/"),             # every address
+    ("0.0.0.0", "http://127.0.0.1:8080/dashboard/"),
+    ("::", "http://[::1]:8080/dashboard/"),
+    ("fd00::7", "http://[fd00::7]:8080/dashboard/"),
+])
+def test_the_logged_url_is_one_a_browser_on_this_host_opens(address, url):
+    assert local_url(address, 8080, DASHBOARD) == url
+
+
+def test_numbers_are_written_with_thousands_separators_and_sizes_in_binary_units(client, web):
+    pipe = client.pipeline(transaction=False)
+    for i in range(BULK_JOBS):
+        pipe.execute_command("ADDJOB", "bulk", f"job {i}", 0)
+    pipe.execute()
+    page = web.get().text
+    assert '<td class="num queue-len">1,234</td>' in queue_row(page, "bulk")
+    assert node_field(page, "registered_jobs") == "1,234"
+    assert node_field(page, "tcp_port") == str(client.connection_pool.connection_kwargs["port"])
+    assert re.fullmatch(r"\d{1,4}\.\d (KiB|MiB|GiB)", node_field(page, "used_memory"))
+    maxmemory = int(client.config_get("maxmemory")["maxmemory"])
+    assert maxmemory == 2 ** 30 and node_field(page, "maxmemory") == "1.0 GiB"
+    queue_page = web.get(queue_path("bulk")).text
+    for field in ("len", "jobs-in"):
+        assert f'<tr><th>{field}</th><td class="mono">1,234</td></tr>' in queue_page
+
+
+def test_a_lone_node_reaches_no_peer_in_a_cluster_of_one(client, web):
+    page = web.get().text
+    assert node_field(page, "cluster_size") == "1"
+    assert node_field(page, "cluster_reachable_peers") == "0"
+    assert "cluster_reachable_nodes" not in page
+    # What a Disque client reads is Disque's own field, unchanged.
+    cluster_info = client.execute_command("CLUSTER", "INFO").decode()
+    assert "cluster_reachable_nodes:0\r\n" in cluster_info
+    assert "cluster_size:1\r\n" in cluster_info
 
 
 def test_unknown_queues_and_jobs_are_404(client, web):
@@ -199,6 +276,32 @@ def test_requeue_a_dead_letter_queue(client, web):
     assert client.execute_command("QLEN", "resize:dead") == 0
     assert client.execute_command("QLEN", "resize") == 1
     assert "1 dead-lettered job(s) queued again" in web.get(reply.location).text
+
+
+def test_dead_letter_queues_are_marked_when_empty_too(client, node, web):
+    dead_letter(client, "resize")                                   # to resize:dead
+    dead_letter(client, "thumbs", "DEADLETTER", "failed-images")
+    for queue in ("resize:dead", "failed-images"):
+        wait_for(lambda: client.execute_command("QLEN", queue) == 1, message=queue)
+        assert client.execute_command("QREQUEUE", queue) == 1
+        assert client.execute_command("QLEN", queue) == 0
+    consumer = node.raw()             # waits on a dead-letter queue no job reached yet
+    consumer.send(b"GETJOB TIMEOUT 60000 FROM parked:dead\r\n")
+    wait_for(lambda: client.execute_command("QSTAT", "parked:dead") is not None,
+             message="the consumer's queue")
+    # failed-images is known by the job of thumbs that names it: the
+    # dashboard's walk of the jobs table finds it within a second or two.
+    wait_for(lambda: DEAD_LETTER_BADGE in queue_row(web.get().text, "failed-images"),
+             message="failed-images marked")
+    page = web.get().text
+    for queue in ("resize:dead", "failed-images", "parked:dead"):
+        assert DEAD_LETTER_BADGE in queue_row(page, queue), queue
+        assert '<td class="num queue-len">0</td>' in queue_row(page, queue), queue
+    for queue in ("resize", "thumbs"):
+        assert DEAD_LETTER_BADGE not in queue_row(page, queue), queue
+    assert DEAD_LETTER_BADGE in web.get(queue_path("failed-images")).text
+    assert DEAD_LETTER_BADGE not in web.get(queue_path("thumbs")).text
+    consumer.close()
 
 
 def test_delete_a_job(client, web):

@@ -1,8 +1,9 @@
 """What a new user meets first: the README's promises and `make run`.
 
-No server is started here (tests/integration/test_startup_failures.py
-starts real ones on taken ports). `make -n` prints what `make run` would
-do without doing it.
+No server is started here (tests/integration/test_make_targets.py runs
+`make run` for real, tests/integration/test_startup_failures.py starts
+servers on taken ports). `make -n` prints what `make run` would do without
+doing it.
 """
 
 from __future__ import annotations
@@ -17,14 +18,25 @@ README = (ROOT / "README.md").read_text()
 REPO_PATH = re.compile(r"`((?:docs|spark_jobs|tests|benchmarks|docker|disque_py)/[^`\s]*)`")
 
 
-def test_make_run_installs_redis_cli_before_it_starts_the_node():
+def make_run_plan() -> str:
     assert shutil.which("make"), "make is needed (the README's first command)"
     plan = subprocess.run(["make", "-n", "run", "PORT=7799"], cwd=ROOT, capture_output=True,
                           text=True, timeout=60)
     assert plan.returncode == 0, plan.stderr
-    text = plan.stdout
-    assert "command -v redis-cli" in text and "redis-tools" in text, text
+    return plan.stdout
+
+
+def test_make_run_installs_redis_cli_before_it_starts_the_node():
+    text = make_run_plan()
+    assert "redis-cli=redis-tools" in text, text
     assert text.index("redis-tools") < text.index("disque-server --port 7799"), text
+
+
+def test_make_run_keeps_the_nodes_files_in_run_port():
+    text = make_run_plan()
+    assert "mkdir -p run/7799\n" in text, text
+    assert text.index("mkdir -p run/7799") < text.index("disque-server --port 7799"), text
+    assert "disque-server --port 7799 --bind 127.0.0.1 --dir run/7799\n" in text, text
 
 
 def test_the_readme_says_how_to_pick_another_port():

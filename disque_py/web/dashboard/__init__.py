@@ -3,9 +3,11 @@
 setup(app, server) mounts the dashboard under PREFIX as an aiohttp
 sub-application of the node's HTTP endpoint (web/server.py), so that its
 middleware (auth.py: protected mode, login, CSRF) guards its routes only,
-and redirects / to it. It starts the sampler (sampler.py), one sample a
-second in the node's loop, when the endpoint starts, and stops it with
-the endpoint.
+redirects / to it, and returns PREFIX (the endpoint logs the dashboard's
+URL). It starts the sampler (sampler.py), one sample a second in the
+node's loop, and the walk that learns the dead-letter queues
+(deadletters.py), one step a second, when the endpoint starts, and stops
+them with the endpoint.
 
     GET  /dashboard/                  overview: node, cluster, queues, charts
     GET  /dashboard/queue?name=Q      a queue: QSTAT, its jobs in GETJOB order, charts
@@ -29,19 +31,23 @@ from aiohttp import web
 from disque_py.web.dashboard.actions import guarded, make_handlers
 from disque_py.web.dashboard.auth import (LOGIN_PATH, SESSION_COOKIE_PREFIX, SessionStore,
                                           log_out, make_guard)
+from disque_py.web.dashboard.deadletters import DeadLetterQueues
 from disque_py.web.dashboard.pages import Pages, make_environment
 from disque_py.web.dashboard.sampler import Sampler
 
 PREFIX = "/dashboard/"
 SAMPLER_KEY = web.AppKey("dashboard_sampler", Sampler)
+DEAD_LETTERS_KEY = web.AppKey("dashboard_dead_letters", DeadLetterQueues)
 
 
-def setup(app: web.Application, server) -> None:
+def setup(app: web.Application, server) -> str:
     sampler = Sampler(server)
+    dead_letters = DeadLetterQueues(server.node)
     store = SessionStore(SESSION_COOKIE_PREFIX + str(server.config.http_port))
-    pages = Pages(PREFIX, sampler, make_environment())
+    pages = Pages(PREFIX, sampler, dead_letters, make_environment())
     dashboard = web.Application(middlewares=[make_guard(store, PREFIX)])
     dashboard[SAMPLER_KEY] = sampler
+    dashboard[DEAD_LETTERS_KEY] = dead_letters
     router = dashboard.router
     router.add_get("/", pages.overview)
     router.add_get("/queue", pages.queue)
@@ -62,6 +68,7 @@ def setup(app: web.Application, server) -> None:
     app.router.add_get("/", _to_dashboard)
     app.router.add_get(PREFIX.rstrip("/"), _to_dashboard)    # before the prefix takes it
     app.add_subapp(PREFIX.rstrip("/"), dashboard)
+    return PREFIX
 
 
 async def _to_dashboard(request: web.Request) -> web.Response:
@@ -69,9 +76,13 @@ async def _to_dashboard(request: web.Request) -> web.Response:
 
 
 async def _sampling(dashboard: web.Application):
-    """The sampler runs in the node's loop while the endpoint is up."""
-    task = asyncio.create_task(dashboard[SAMPLER_KEY].run())
+    """The sampler and the dead-letter walk run in the node's loop while
+    the endpoint is up."""
+    tasks = [asyncio.create_task(dashboard[SAMPLER_KEY].run()),
+             asyncio.create_task(dashboard[DEAD_LETTERS_KEY].run())]
     yield
-    task.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
-        await task
+    for task in tasks:
+        task.cancel()
+    for task in tasks:
+        with contextlib.suppress(asyncio.CancelledError):
+            await task

@@ -26,6 +26,7 @@ TABLE_SPARK_SAMPLES = 120           # the queues table's sparklines: the last 2 
 ROWS_PER_TURN = 25                  # queue rows built in one turn of the event loop
 RENDER_CHUNKS_PER_TURN = 400        # template pieces rendered in one turn
 NOT_FOUND = 404
+BYTE_UNITS = ("KiB", "MiB", "GiB", "TiB", "PiB")
 # Pages carry no script: inline styles and SVG only.
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src 'self' data:; form-action 'self'; " \
       "frame-ancestors 'none'; base-uri 'none'"
@@ -67,20 +68,45 @@ def when(unix_seconds: int) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(unix_seconds))
 
 
+def figure(value, kind: str = readers.COUNT) -> str:
+    """How every page writes a number (readers.py's kinds): a count with
+    thousands separators (1234567 -> 1,234,567), a size in bytes in binary
+    units (1572864 -> 1.5 MiB); anything else, or AS_IS, as show_value does."""
+    if kind == readers.AS_IS or isinstance(value, bool) or \
+            not isinstance(value, (int, float)):
+        return readers.show_value(value)
+    if kind == readers.BYTES:
+        return byte_size(value)
+    return f"{value:,}"
+
+
+def byte_size(size: float) -> str:
+    """512 -> 512 B, 1536 -> 1.5 KiB, 3 * 2**30 -> 3.0 GiB."""
+    if abs(size) < 1024:
+        return f"{size:,} B"
+    for unit in BYTE_UNITS:
+        size /= 1024
+        if abs(size) < 1024 or unit == BYTE_UNITS[-1]:
+            break
+    return f"{size:,.1f} {unit}"
+
+
 def make_environment() -> jinja2.Environment:
     env = jinja2.Environment(loader=jinja2.PackageLoader("disque_py.web.dashboard", "templates"),
                              autoescape=True, undefined=jinja2.StrictUndefined)
-    env.filters.update(duration=duration, human=svg.human, when=when,
+    env.filters.update(duration=duration, figure=figure, human=svg.human, when=when,
                        pct=lambda raw: quote_from_bytes(raw, safe=""))
     return env
 
 
 class Pages:
-    """The GET handlers, sharing the template environment and the sampler."""
+    """The GET handlers, sharing the template environment, the sampler and
+    what is known of dead-letter queues."""
 
-    def __init__(self, prefix: str, sampler, env: jinja2.Environment) -> None:
+    def __init__(self, prefix: str, sampler, dead_letters, env: jinja2.Environment) -> None:
         self.prefix = prefix
         self.sampler = sampler
+        self.dead_letters = dead_letters      # deadletters.py's DeadLetterQueues
         self.env = env
 
     async def render(self, request: web.Request, template: str, status: int = 200,
@@ -151,7 +177,7 @@ class Pages:
                 ][:sampler.max_queues]
 
     def _queue_rows(self, server, names: list[bytes]) -> list[dict]:
-        rows = readers.queue_rows(server, names)
+        rows = readers.queue_rows(server, names, self.dead_letters)
         for row in rows:
             for field in ("jobs_in", "jobs_out"):
                 rates = self.sampler.queue_rates(row["name"], field, TABLE_SPARK_SAMPLES)
@@ -161,15 +187,14 @@ class Pages:
     async def queue(self, request: web.Request) -> web.Response:
         server = request.config_dict[SERVER_KEY]
         name = query_bytes(request, "name")
-        row = readers.queue_row(server, name) if name else None
+        row = readers.queue_row(server, name, self.dead_letters) if name else None
         if row is None:
             return await self.error(request, NOT_FOUND, "No such queue on this node.")
         offset = max(query_int(request, "offset"), 0)
         jobs, more = readers.queue_jobs(server, name, offset)
         not_queued, cursor = await readers.jobs_not_queued(server, name,
                                                             query_int(request, "cursor"))
-        stat = {key: readers.show_value(value)
-                for key, value in readers.qstat(server, name).items()}
+        stat = readers.qstat(server, name)
         span = self.sampler.span_seconds()
         charts = [svg.chart(self.sampler.queue_lengths(name), "length", span),
                   svg.chart(self.sampler.queue_rates(name, "jobs_in"), "jobs in/s", span),

@@ -32,19 +32,32 @@ BODY_SHOWN_BYTES = 4096
 BODY_PREVIEW_BYTES = 60
 SLOWLOG_SHOWN = 50
 
-# INFO fields the overview shows, by section.
+# What a figure is, for the pages' `figure` filter (pages.py) to write it:
+# a count (thousands separators), a size in bytes (binary units), or a
+# value written as it is (versions, ports, yes/no).
+COUNT, BYTES, AS_IS = "count", "bytes", "as-is"
+
+# INFO fields the overview shows, by section, each with what it is.
 NODE_FIELDS = {
-    "server": ("disque_version", "disque_py_version", "tcp_port", "uptime_in_seconds"),
-    "clients": ("connected_clients", "blocked_clients"),
-    "memory": ("used_memory_human", "used_memory_dataset", "maxmemory_human"),
-    "jobs": ("registered_jobs",),
-    "queues": ("registered_queues",),
-    "stats": ("total_commands_processed", "instantaneous_ops_per_sec", "total_jobs_created",
-              "total_jobs_dead_lettered"),
+    "server": (("disque_version", AS_IS), ("disque_py_version", AS_IS), ("tcp_port", AS_IS),
+               ("uptime_in_seconds", COUNT)),
+    "clients": (("connected_clients", COUNT), ("blocked_clients", COUNT)),
+    "memory": (("used_memory", BYTES), ("used_memory_dataset", BYTES), ("maxmemory", BYTES)),
+    "jobs": (("registered_jobs", COUNT),),
+    "queues": (("registered_queues", COUNT),),
+    "stats": (("total_commands_processed", COUNT), ("instantaneous_ops_per_sec", COUNT),
+              ("total_jobs_created", COUNT), ("total_jobs_dead_lettered", COUNT)),
 }
-PERSISTENCE_FIELDS = ("loading", "aof_enabled", "aof_last_write_status")
-CLUSTER_FIELDS = ("cluster_known_nodes", "cluster_reachable_nodes", "cluster_size",
-                  "cluster_leaving")
+PERSISTENCE_FIELDS = (("loading", AS_IS), ("aof_enabled", AS_IS),
+                      ("aof_last_write_status", AS_IS))
+CLUSTER_FIELDS = (("cluster_known_nodes", COUNT), ("cluster_reachable_nodes", COUNT),
+                  ("cluster_size", COUNT), ("cluster_leaving", AS_IS))
+# Disque's cluster_reachable_nodes (CLUSTER INFO's; INFO's Cluster section
+# repeats it) counts the other nodes only, where cluster_size counts this
+# one too: a lone node showed "reachable 0" beside "size 1". CLUSTER INFO
+# keeps Disque's name and figure; the overview names the figure for what
+# it counts, as /metrics does (disque_cluster_reachable_peers).
+SHOWN_AS = {"cluster_reachable_nodes": "cluster_reachable_peers"}
 
 
 def text(raw) -> str:
@@ -64,18 +77,20 @@ def show_value(value) -> str:
 
 # ---------------------------------------------------------------- node
 
-def node_fields(server) -> list[tuple[str, str]]:
-    """The node's INFO fields the overview shows, in INFO's order."""
+def node_fields(server) -> list[tuple[str, object, str]]:
+    """The node's INFO fields the overview shows, in INFO's order: (label,
+    value, what it is)."""
     shown = []
-    for section, names in NODE_FIELDS.items():
-        fields = dict(info.SECTIONS[section][1](server))
-        shown.extend((name, show_value(fields[name])) for name in names)
-    persistence = dict(server.persistence_info())
-    shown.extend((name, show_value(persistence[name])) for name in PERSISTENCE_FIELDS
-                 if name in persistence)
+
+    def add(fields: dict, wanted) -> None:
+        shown.extend((SHOWN_AS.get(name, name), fields[name], kind) for name, kind in wanted
+                     if name in fields)
+
+    for section, wanted in NODE_FIELDS.items():
+        add(dict(info.SECTIONS[section][1](server)), wanted)
+    add(dict(server.persistence_info()), PERSISTENCE_FIELDS)
     if server.cluster is not None:
-        cluster = dict(server.cluster.info_fields())
-        shown.extend((name, show_value(cluster[name])) for name in CLUSTER_FIELDS)
+        add(dict(server.cluster.info_fields()), CLUSTER_FIELDS)
     return shown
 
 
@@ -104,14 +119,9 @@ def qstat(server, name: bytes) -> dict | None:
     return {text(key): value for key, value in zip(reply[::2], reply[1::2])}
 
 
-def is_dead_letter_queue(server, q) -> bool:
-    """A queue whose next job was dead-lettered (MAXDELIVERIES)."""
-    head = q.jobs.peek(1)
-    options = server.node.options_of(head[0]) if head else None
-    return options is not None and options.dead_reason_name is not None
-
-
-def queue_row(server, name: bytes) -> dict | None:
+def queue_row(server, name: bytes, dead_letters) -> dict | None:
+    """A queue's QSTAT figures, its next job's age, and whether it is a
+    dead-letter queue (deadletters.py's DeadLetterQueues says)."""
     stat = qstat(server, name)
     if stat is None:
         return None
@@ -120,12 +130,12 @@ def queue_row(server, name: bytes) -> dict | None:
             "pause": text(stat["pause"]), "jobs_in": stat["jobs-in"],
             "jobs_out": stat["jobs-out"],
             "head_age": head_age(q, server.node.clock.now_ms()),
-            "dead": is_dead_letter_queue(server, q)}
+            "dead": dead_letters.is_dead_letter_queue(q)}
 
 
-def queue_rows(server, names) -> list[dict]:
+def queue_rows(server, names, dead_letters) -> list[dict]:
     """The rows of the queues named, in that order (queues gone are left out)."""
-    rows = [queue_row(server, name) for name in names]
+    rows = [queue_row(server, name, dead_letters) for name in names]
     return [row for row in rows if row is not None]
 
 
