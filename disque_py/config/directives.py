@@ -231,7 +231,7 @@ DIRECTIVES: dict[str, Directive] = {d.name: d for d in (
     Directive("dedup-max-keys", Int(1, error="dedup-max-keys must be 1 or greater"),
               DEFAULT_DEDUP_MAX_KEYS, "Most ADDJOB ... DEDUP keys remembered at once (each "
               "counted in used memory); a full table answers -OOM", True),
-    # The HTTP endpoint (disque_py/web): off unless asked for, see the README.
+    # The HTTP endpoint (disque_py/web): off unless asked for, see docs/monitoring.md.
     Directive("http-port", Int(0, 65535, "Invalid http-port"), 0,
               "HTTP port for /metrics, /healthz, /readyz and the dashboard; 0 disables"),
     Directive("http-bind", Words(MAX_BIND_ADDRESSES, "Too many http-bind addresses specified"),

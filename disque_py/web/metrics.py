@@ -20,7 +20,7 @@ Rules kept:
   * Labels whose values clients choose are bounded: queues (MAX_EXPORTED_QUEUES
     longest, the rest in disque_other_queues*), commands (the command table's
     names); peers are the cluster's nodes.
-The README's "HTTP endpoint" section lists every metric.
+docs/monitoring.md ("HTTP endpoint") lists every metric.
 """
 
 from __future__ import annotations

@@ -9,8 +9,8 @@ route must be quick or yield to the loop.
 
 Routes here: /metrics (web/metrics.py), /healthz and /readyz
 (web/health.py). Protected mode does not refuse them: they change nothing,
-and scrapers and orchestrators probe from other hosts (README: "HTTP
-endpoint").
+and scrapers and orchestrators probe from other hosts (docs/monitoring.md:
+"HTTP endpoint").
 
 Contract with the dashboard (disque_py/web/dashboard/, optional): when
 that package can be imported, build_app() calls

@@ -1,5 +1,5 @@
 """A node that cannot start says why and exits non-zero, in the foreground
-and daemonized (README's three-node recipe runs `--daemonize yes`).
+and daemonized (docs/operating.md's three-node recipe runs `--daemonize yes`).
 
 The ports are taken by the test itself: a listening socket on the client
 port, or on the cluster bus port (port + 10000). Daemonized, disque-server

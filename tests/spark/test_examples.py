@@ -1,4 +1,4 @@
-"""The spark_jobs/ examples, run as the README shows (the venv's python,
+"""The spark_jobs/ examples, run as docs/spark.md shows (the venv's python,
 a real JVM each) against a real node: a batch push from files, a streaming
 copy from the rate source into a queue, and a streaming read of that queue
 into Parquet."""

@@ -1,4 +1,4 @@
-"""The venv's spark-submit, run as the README says, without activating the
+"""The venv's spark-submit, run as docs/spark.md says, without activating the
 venv: PYSPARK_PYTHON names the venv's Python (the one with pyspark and
 disque_py), for the driver and the workers. A real JVM runs the job."""
 

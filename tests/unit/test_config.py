@@ -147,11 +147,11 @@ def test_markdown_table_lists_every_directive():
     assert "| `port` | `7711` |" in table
 
 
-def test_readme_directive_table_is_the_generated_one():
-    readme = os.path.join(os.path.dirname(__file__), "..", "..", "README.md")
-    with open(readme) as file:
+def test_the_documented_directive_table_is_the_generated_one():
+    page = os.path.join(os.path.dirname(__file__), "..", "..", "docs", "operating.md")
+    with open(page) as file:
         assert markdown_table() in file.read(), \
-            "README.md's directive table is stale: paste config.markdown_table() over it"
+            "docs/operating.md's directive table is stale: paste markdown_table() (config/directives.py) over it"
 
 
 DEFAULTS_CONF = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "defaults.conf")
