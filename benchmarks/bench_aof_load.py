@@ -3,7 +3,7 @@
     python benchmarks/bench_aof_load.py [--jobs N] [--rounds N] [--no-pin] [--json FILE]
 
 An AOF of N queued jobs (default 1,000,000, 100-byte bodies; about 230 MB)
-is written once (tests/persistence/large_aof.py). Each round copies it into
+is written once (disque_py/tools/large_aof.py). Each round copies it into
 a fresh directory and starts a node on it with `--appendonly yes` under
 `/usr/bin/time`, polls PING until it answers +PONG (during the load it
 answers -LOADING), then SHUTDOWNs it. Reported per round: seconds from the
@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import (DisqueServer, HOST, Pinning, median, print_header,  # noqa: E402
                     print_table, scratch_dir)
-from tests.persistence.large_aof import write_large_aof  # noqa: E402
+from disque_py.tools.large_aof import write_large_aof  # noqa: E402
 
 TIME = "/usr/bin/time"
 TIME_FORMAT = "TIME %e %U %S %M"        # wall s, user s, system s, peak RSS KB

@@ -34,7 +34,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmarks.bench_http import fill_command, node, running  # noqa: E402
 from benchmarks.common import (LatencyProbe, Pinning, command, info, ms,  # noqa: E402
                                pipelined_fill, print_header, print_table, run_async)
-from tests.support import HOST, encode_command  # noqa: E402
+from disque_py.formats.resp import encode_command  # noqa: E402
+from disque_py.tools.loopback import HOST  # noqa: E402
 
 PROBE_INTERVAL_S = 0.001
 FILL_BATCH, FILL_CONNECTIONS = 1000, 4

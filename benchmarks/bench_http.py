@@ -43,7 +43,8 @@ from benchmarks.common import (BODY, DisqueServer, LatencyProbe, Pinning,  # noq
                                cpu_seconds, info, median, ms, ordered, pipelined_fill, print_commands,
                                print_header, print_table, redis_benchmark_command,
                                run_async, run_redis_benchmark, scratch_dir)
-from tests.support import HOST, encode_command, free_port  # noqa: E402
+from disque_py.formats.resp import encode_command  # noqa: E402
+from disque_py.tools.loopback import HOST, free_port  # noqa: E402
 
 SCRAPE_INTERVAL_S = 1.0
 CPU_SCRAPES = 100               # enough for /proc's 10 ms ticks to average out

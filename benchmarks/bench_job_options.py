@@ -52,7 +52,7 @@ from benchmarks.bench_engine import (CALLGRIND_BATCH, VALGRIND, callgrind_contro
 from benchmarks.common import (DisqueServer, Pinning, ordered, pipelined_fill,  # noqa: E402
                                redis_benchmark_command, run_async, run_redis_benchmark,
                                scratch_dir)
-from tests.support import encode_command  # noqa: E402
+from disque_py.formats.resp import encode_command  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_BASELINE = "c3fe348"

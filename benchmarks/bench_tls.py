@@ -4,7 +4,7 @@
 
 Two nodes run side by side (pinned together to the first CPU; only one is
 loaded at a time): one with `tls-port` set (a CA, server and client
-certificates made by tests/pki.py with openssl, client certificates
+certificates made by disque_py/tools/pki.py with openssl, client certificates
 required) and one without TLS. Each round measures, in an order that
 rotates between rounds, `redis-benchmark -c 50 -n N ADDJOB q <100 bytes> 0`
 (not pipelined) against
@@ -36,8 +36,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import (BODY, REDIS_BENCHMARK, DisqueServer, Pinning,  # noqa: E402
                     median, print_commands, print_header, print_table, ratio,
                     redis_benchmark_command, run_redis_benchmark, scratch_dir)
-from tests.pki import Pki  # noqa: E402
-from tests.support import free_port  # noqa: E402
+from disque_py.tools.pki import Pki  # noqa: E402
+from disque_py.tools.loopback import free_port  # noqa: E402
 
 CONNECTIONS = 50
 MODES = ("plain-no-tls", "plain", "tls")

@@ -1,7 +1,7 @@
 """Shared tools for the benchmark scripts: servers, load, measures, tables.
 
 What this module owns:
-- starting and stopping our server (tests.support.ServerProcess, the same
+- starting and stopping our server (disque_py/tools/loopback.py, the same
   start-up the test suite uses) and the yardstick, redis-server, on free
   loopback ports, each stopped by its own PID;
 - CPU pinning: on a machine with two or more CPUs the servers run on the
@@ -44,11 +44,10 @@ from typing import Callable, Iterable, Sequence
 
 import hiredis
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-if str(REPO_ROOT) not in sys.path:
-    sys.path.insert(0, str(REPO_ROOT))
+from disque_py.formats.resp import encode_command
+from disque_py.tools.loopback import HOST, ServerProcess, free_port
 
-from tests.support import HOST, ServerProcess, encode_command, free_port  # noqa: E402
+REPO_ROOT = Path(__file__).resolve().parent.parent
 
 BODY_SIZE = 100
 BODY = b"x" * BODY_SIZE

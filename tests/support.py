@@ -1,28 +1,26 @@
 """Real disque-server processes for tests, and the tools to talk to them.
 
-ServerProcess starts `python -m disque_py` on a free loopback port in its
-own directory, waits until it answers PING, and can be stopped politely,
-killed with SIGKILL, SIGSTOPped and restarted on the same port and
-directory. RawClient speaks RESP over a plain socket so tests can check
+ServerProcess is the project's (disque_py/tools/loopback.py: a free
+loopback port, its own directory, PING to know it is up; stopped politely,
+killed with SIGKILL, SIGSTOPped, restarted on the same port and directory)
+with the clients a test opens to it, closed before it stops. RawClient speaks RESP over a plain socket so tests can check
 exact reply bytes. wait_for polls a condition until a deadline: tests never
 sleep blindly.
 """
 
 from __future__ import annotations
 
-import os
-import signal
 import socket
-import subprocess
-import sys
 import time
-from pathlib import Path
 
 import redis
 
-HOST = "127.0.0.1"
-START_TIMEOUT_S = 20
-CLUSTER_PORT_OFFSET = 10000
+from disque_py.cluster.membership import BUS_PORT_OFFSET
+from disque_py.formats.resp import encode_command
+from disque_py.tools import loopback
+from disque_py.tools.loopback import HOST, free_port  # noqa: F401 (tests import them from here)
+
+CLUSTER_PORT_OFFSET = BUS_PORT_OFFSET
 
 
 def wait_for(condition, timeout: float = 10.0, interval: float = 0.02, message: str = ""):
@@ -43,85 +41,13 @@ def wait_for(condition, timeout: float = 10.0, interval: float = 0.02, message: 
         time.sleep(interval)
 
 
-_handed_out: set[int] = set()
+class ServerProcess(loopback.ServerProcess):
+    """One disque-server process under test, and the clients tests open to it
+    (closed before it stops)."""
 
-
-def free_port() -> int:
-    """A port free on loopback, whose cluster bus port (+10000) is free too.
-
-    Ports handed out before in this test run are never handed out again: the
-    servers of a cluster are started after all their ports are chosen, so a
-    probe alone could give two of them the same port (or one's client port as
-    another's bus port)."""
-    for _ in range(200):
-        with socket.socket() as probe:
-            probe.bind((HOST, 0))
-            port = probe.getsockname()[1]
-        bus_port = port + CLUSTER_PORT_OFFSET
-        if bus_port > 65535 or {port, bus_port} & _handed_out:
-            continue
-        with socket.socket() as bus:
-            try:
-                bus.bind((HOST, bus_port))
-            except OSError:
-                continue
-        _handed_out.update((port, bus_port))
-        return port
-    raise RuntimeError("no free port pair found")
-
-
-class ServerProcess:
-    """One disque-server process under test."""
-
-    def __init__(self, directory: Path, port: int | None = None,
-                 args: list[str] | None = None, config_text: str | None = None) -> None:
-        self.dir = Path(directory)
-        self.dir.mkdir(parents=True, exist_ok=True)
-        self.port = port or free_port()
-        self.args = list(args or [])
-        self.config_path = None
-        if config_text is not None:
-            self.config_path = self.dir / "disque.conf"
-            self.config_path.write_text(config_text)
-        self.proc: subprocess.Popen | None = None
-        self.log_path = self.dir / "server.log"
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
         self._clients: list = []
-
-    @property
-    def pid(self) -> int:
-        return self.proc.pid
-
-    def command_line(self) -> list[str]:
-        cmd = [sys.executable, "-m", "disque_py"]
-        if self.config_path is not None:
-            cmd.append(str(self.config_path))
-        cmd += ["--port", str(self.port), "--bind", HOST, "--dir", str(self.dir),
-                "--logfile", str(self.log_path)]
-        return cmd + self.args
-
-    def start(self, wait: bool = True) -> "ServerProcess":
-        self.proc = subprocess.Popen(self.command_line(), stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.PIPE, cwd=self.dir)
-        if wait:
-            self.wait_ready()
-        return self
-
-    def wait_ready(self) -> None:
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise AssertionError(f"disque-server exited with {self.proc.returncode}:\n"
-                                     f"{self.stderr_text()}\n{self.log_text()}")
-            try:
-                with socket.create_connection((HOST, self.port), timeout=0.5) as sock:
-                    sock.sendall(b"PING\r\n")
-                    if sock.recv(64).startswith(b"+PONG"):
-                        return
-            except OSError:
-                pass
-            time.sleep(0.02)
-        raise AssertionError(f"disque-server did not answer PING within {START_TIMEOUT_S}s:\n"
-                             f"{self.log_text()}")
 
     def client(self, **kwargs) -> redis.Redis:
         """A redis-py client (default: plain redis.Redis, as users write it)."""
@@ -134,53 +60,8 @@ class ServerProcess:
         self._clients.append(client)
         return client
 
-    def log_text(self) -> str:
-        try:
-            return self.log_path.read_text(errors="replace")
-        except FileNotFoundError:
-            return "(no log)"
-
-    def stderr_text(self) -> str:
-        if self.proc is None or self.proc.stderr is None or self.proc.poll() is None:
-            return ""
-        return self.proc.stderr.read().decode(errors="replace")
-
-    def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-    def stop(self, timeout: float = 10) -> int:
-        """SIGTERM and wait (a clean shutdown)."""
+    def before_stop(self) -> None:
         self._close_clients()
-        if self.alive():
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        return self.proc.returncode
-
-    def kill(self) -> None:
-        """kill -9: no chance to clean up."""
-        self._close_clients()
-        if self.alive():
-            self.proc.send_signal(signal.SIGKILL)
-            self.proc.wait()
-
-    def pause(self) -> None:
-        os.kill(self.proc.pid, signal.SIGSTOP)
-
-    def resume(self) -> None:
-        os.kill(self.proc.pid, signal.SIGCONT)
-
-    def restart(self) -> "ServerProcess":
-        if self.alive():
-            self.stop()
-        return self.start()
-
-    def rss_bytes(self) -> int:
-        with open(f"/proc/{self.proc.pid}/statm") as statm:
-            return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
     def _close_clients(self) -> None:
         for client in self._clients:
@@ -270,19 +151,6 @@ def reply_length(data: bytes, pos: int) -> int | None:
         return end
     raise AssertionError(f"not a RESP reply: {data[pos:pos + 40]!r}")
 
-
-def encode_command(*args) -> bytes:
-    parts = [b"*%d\r\n" % len(args)]
-    for arg in args:
-        if isinstance(arg, str):
-            arg = arg.encode()
-        elif isinstance(arg, int):
-            arg = b"%d" % arg
-        parts.append(b"$%d\r\n%b\r\n" % (len(arg), arg))
-    return b"".join(parts)
-
-
-# ------------------------------------------------------------ typed replies
 
 class Status(bytes):
     """A +status reply (as opposed to a $bulk string)."""

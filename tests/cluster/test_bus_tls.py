@@ -10,7 +10,7 @@ import pytest
 from tests.cluster.harness import (MARGIN_S, Cluster, call, cluster_info, fail_deadline_s,
                                    poll, show)
 from tests.cluster.test_bus_security import SECRET, bus_counters
-from tests.pki import Pki
+from disque_py.tools.pki import Pki
 from tests.support import HOST, ServerProcess
 
 NODE_TIMEOUT_MS = 1000

@@ -40,7 +40,7 @@ Markup, an HTML comment on the line before the fence (GitHub shows none):
   skipped with its reason, so `pytest -ra` lists every one, and
   test_not_run_blocks_are_few_and_justified keeps their number down.
 - `<!-- run against: tls -->`: the block's client ports are TLS ports of
-  nodes the test starts with certificates from tests/pki.py; `ca.crt`,
+  nodes the test starts with certificates from disque_py/tools/pki.py; `ca.crt`,
   `client.crt` and `client.key` are in the working directory.
 - `<!-- run against: aof -->`: the test's nodes run with `appendonly yes`.
 """
@@ -64,7 +64,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.pki import Pki
+from disque_py.tools.pki import Pki
 from tests.support import HOST, ServerProcess, free_port, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]

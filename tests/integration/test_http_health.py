@@ -13,7 +13,7 @@ import pytest
 import redis
 
 from tests.cluster.harness import fail_deadline_s
-from tests.persistence.large_aof import write_large_aof
+from disque_py.tools.large_aof import write_large_aof
 from tests.support import wait_for
 from tests.web_support import http_cluster, http_get, http_server
 

@@ -1,6 +1,6 @@
 """TLS for clients (tls-port and the tls-* directives) against real processes.
 
-The certificates are made by tests/pki.py (Debian's openssl) in the test's
+The certificates are made by disque_py/tools/pki.py (Debian's openssl) in the test's
 temporary directory: a CA, a server certificate for 127.0.0.1 and client
 certificates. Clients are redis-py (ssl=True), redis-cli --tls and
 Python's ssl module.
@@ -16,7 +16,7 @@ import subprocess
 import pytest
 import redis
 
-from tests.pki import Pki
+from disque_py.tools.pki import Pki
 from tests.support import HOST, ServerProcess, encode_command, free_port, wait_for
 
 

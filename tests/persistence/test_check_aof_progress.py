@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.persistence.helpers import check_aof, check_aof_command
-from tests.persistence.large_aof import write_large_aof
+from disque_py.tools.large_aof import write_large_aof
 
 JOBS = 50_000
 PLAIN_LINE = re.compile(r"^check-aof: (\d+\.\d\d)% \((\d+\.\d) of (\d+\.\d) MB\), "

@@ -3,7 +3,7 @@ answers INFO with the load's figures (and -LOADING to other commands),
 logs the progress every few seconds, stops loading on a shutdown, and
 shows an AOF rewrite's progress in INFO persistence.
 
-The AOF of a million jobs (about 230 MB, tests/persistence/large_aof.py)
+The AOF of a million jobs (about 230 MB, disque_py/tools/large_aof.py)
 takes a node about 15 s to load on a 2-core machine, longer under load:
 a window no poll can miss, and long enough for several log reports. One
 node is started on it for the module; a fixture watches it load (INFO
@@ -24,7 +24,7 @@ import pytest
 
 from disque_py.persistence.progress import REPORT_INTERVAL_S
 from tests.persistence.helpers import AOF_NAME
-from tests.persistence.large_aof import write_large_aof
+from disque_py.tools.large_aof import write_large_aof
 from tests.support import RawClient, ServerProcess, encode_command
 
 LARGE_JOBS = 1_000_000

@@ -23,7 +23,7 @@ from disque_py.persistence.progress import REPORT_INTERVAL_S, ProgressMeter
 from disque_py.persistence.rewrite import Rewrite
 from disque_py.server.persistence_service import LOAD_SLICE_RECORDS, LoadStopped, PersistenceService
 from disque_py.server.state import ServerState
-from tests.persistence.large_aof import write_large_aof
+from disque_py.tools.large_aof import write_large_aof
 
 MB = 1024 * 1024
 

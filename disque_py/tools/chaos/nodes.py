@@ -22,9 +22,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-HOST = "127.0.0.1"
-BUS_PORT_OFFSET = 10000
-MAX_CLIENT_PORT = 65535 - BUS_PORT_OFFSET
+from disque_py.tools.loopback import HOST, free_port
+
 READY_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 10.0
 PING_POLL_S = 0.05
@@ -34,23 +33,6 @@ TRACEBACK_MARK = "Traceback (most recent call last)"
 CONTEXT_LINES = 3
 
 UP, KILLED, PAUSED, EXITED = "up", "killed", "paused", "exited"
-
-
-def free_port() -> int:
-    """A loopback port that is free, and whose bus port (+10000) is free too."""
-    for _ in range(500):
-        with socket.socket() as probe:
-            probe.bind((HOST, 0))
-            port = probe.getsockname()[1]
-        if port > MAX_CLIENT_PORT:
-            continue
-        with socket.socket() as bus:
-            try:
-                bus.bind((HOST, port + BUS_PORT_OFFSET))
-            except OSError:
-                continue
-        return port
-    raise RuntimeError("no free pair of loopback ports (client, client + 10000)")
 
 
 @dataclass

@@ -1,9 +1,10 @@
-"""A throwaway certificate authority for TLS tests, made with Debian's `openssl`.
+"""A throwaway certificate authority, made with Debian's `openssl`: for the
+TLS tests and benchmarks (bench_tls.py), never for a real deployment.
 
 Pki(directory) creates a CA (EC P-256 keys: fast to make and to handshake
 with) and issue(name) signs a leaf certificate usable by a server and a
 client (SAN IP:127.0.0.1 and localhost). Nothing is committed: every key is
-made fresh in the test's temporary directory.
+made fresh in the caller's temporary directory.
 """
 
 from __future__ import annotations
