@@ -15,7 +15,7 @@ import time
 
 import redis
 
-from disque_py.cluster.membership import BUS_PORT_OFFSET
+from disque_py.cluster.nodes import BUS_PORT_OFFSET
 from disque_py.formats.resp import encode_command
 from disque_py.tools import loopback
 from disque_py.tools.loopback import HOST, free_port  # noqa: F401 (tests import them from here)

@@ -50,7 +50,7 @@ class Command(CommandCore):
         # Refused with -MISCONF while the AOF is failing, as in Disque: every
         # write command, and PING, so that health checks see the broken disk.
         self.needs_disk = "w" in flags or handler is admin.ping
-        # Compiled in the engine (engine/hot.pxi): the fast path runs it.
+        # Compiled in the engine (engine/net/hot.pxi): the fast path runs it.
         self.hot = HOT_COMMANDS.get(name.decode(), 0)
         # INFO commandstats: commands whose handler ran, and their time.
         self.calls = 0

@@ -1,5 +1,5 @@
-"""Acknowledgement commands: ACKJOB and FASTACK, compiled (engine/hot.pxi
-parses, runs and answers them; the collection of acks is core/acks.py)."""
+"""Acknowledgement commands: ACKJOB and FASTACK, compiled (engine/net/hot.pxi
+parses, runs and answers them; the collection of acks is node/acks.py)."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from disque_py.cluster.membership import HANDSHAKE, MYSELF
+from disque_py.cluster.nodes import HANDSHAKE, MYSELF
 from disque_py.formats.bus import NODE_ID_LEN
 from disque_py.commands.args import parse_int
 from disque_py.base.errors import CommandError

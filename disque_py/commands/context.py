@@ -49,7 +49,7 @@ def reply_flags_after_command(flags: int) -> int:
 
 def compiled(name: str):
     """The handler of a hot command: the engine parses, runs and answers it
-    (engine/hot.pxi, the code the connection's fast path runs), and parks
+    (engine/net/hot.pxi, the code the connection's fast path runs), and parks
     the client here when it must wait. `name` is the command's table name."""
     kind = HOT_COMMANDS[name]
 

@@ -1,7 +1,7 @@
 """Job commands: ADDJOB, SHOW, DELJOB, JSCAN, and SHOW's reply format.
 
-ADDJOB is compiled (engine/hot.pxi parses, runs and answers it); the others
-are parsed here, with their semantics in core/ and the engine.
+ADDJOB is compiled (engine/net/hot.pxi parses, runs and answers it); the others
+are parsed here, with their semantics in the node layer and the engine.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Queue commands: GETJOB, QLEN, QPEEK, QSTAT, QSCAN, ENQUEUE, DEQUEUE,
 NACK, WORKING, PAUSE; and how a parked GETJOB is finally answered.
 
-GETJOB, QLEN, ENQUEUE, NACK, DEQUEUE and WORKING are compiled (engine/hot.pxi
+GETJOB, QLEN, ENQUEUE, NACK, DEQUEUE and WORKING are compiled (engine/net/hot.pxi
 parses, runs and answers them); the others are parsed here."""
 
 from __future__ import annotations

@@ -1,12 +1,12 @@
 """How configuration text becomes values, and values become text again.
 
-Owns the pieces config.py builds its directive table from: the line splitter
+Owns the pieces the directive table (directives.py) is built from: the line splitter
 (shell-like quoting, as disque.conf is written), the quoting used when a value
 is written back, memory sizes with units, and the value kinds (int, yes/no, enum, memory, string, ...).
 
 Rules kept here:
 - A kind parses file arguments (strings) and CONFIG SET values (bytes)
-  without side effects; effects such as chdir live in config.py.
+  without side effects; effects such as chdir live in directives.py.
 - A value a kind renders for CONFIG REWRITE parses back to the same value.
 - Numbers in a file must be whole numbers: Disque's atoi would read "10k" as
   10 and "abc" as 0; such lines are refused instead of silently misread.

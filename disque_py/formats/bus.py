@@ -128,7 +128,7 @@ class Fail:
 
 @dataclass(slots=True)
 class Jobs:
-    """REPLJOB and YOURJOBS: serialized jobs (see core/job.py)."""
+    """REPLJOB and YOURJOBS: serialized jobs (see engine/model/wire.pxi)."""
 
     jobs: list[bytes] = field(default_factory=list)
 

@@ -1,6 +1,6 @@
 """RESP reply encoding, sans I/O: reply values in, bytes out.
 
-(Requests are parsed by the engine's RequestParser, engine/resp.pxi, and
+(Requests are parsed by the engine's RequestParser, engine/net/resp.pxi, and
 the hot commands encode their own replies there.)
 
 Encoders turn reply values into bytes, for RESP2 or for RESP3 (a

@@ -4,14 +4,14 @@ The file is a sequence of RESP commands, replayed through the command table
 like commands from a client (the loader's session may use LOADJOB):
 
     DQPAOF 1                          header, always the first record
-    LOADJOB <job> <crc32>             a job's full state (core/job.py's
+    LOADJOB <job> <crc32>             a job's full state (engine/model/wire.pxi's
                                       storage serialization, absolute expire
                                       time) and the CRC32 of those bytes, as
                                       8 hex digits
     DELJOB <job-id>                   the job is gone (acked, expired, deleted)
     DEDUP <queue> <key> <job-id> <ms> an ADDJOB ... DEDUP key remembered until
                                       <ms> (unix time), beyond its job's
-                                      LOADJOB (engine/dedup.pxi)
+                                      LOADJOB (engine/node/dedup.pxi)
     UNDEDUP <queue> <key> <job-id>    that key forgotten: its ADDJOB failed
 
 Every record is an array of bulk strings with exact framing (each bulk is

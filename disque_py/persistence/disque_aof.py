@@ -18,7 +18,7 @@ storage serialization, little endian whatever the host:
     u32 queue name length + name, u32 body length + body,
     u32 count + count 40-byte IDs of the nodes that may have a copy
 
-States and flags are numbered as in core/job.py. Acknowledged jobs are
+States and flags are numbered as in the engine (engine/model/job.pxd). Acknowledged jobs are
 never written by Disque (an ack is a DELJOB), so a body is always there.
 """
 

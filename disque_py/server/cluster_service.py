@@ -9,7 +9,7 @@ current.
 Messages arriving on the bus are routed here: membership ones (and EPOCH)
 to Membership; job ones to the job core once it speaks to peers. It also
 chooses the node's start epoch once the AOF is loaded (kept from nodes.conf
-when jobs were loaded from an AOF, new otherwise; see core/healing.py) and
+when jobs were loaded from an AOF, new otherwise; see node/healing.py) and
 tells the job core which peers are FAIL and their epochs. It also
 holds the bus's authentication settings (cluster-secret, -mode): a change
 closes every link, which then reconnect under the new settings.
@@ -23,8 +23,8 @@ from disque_py.base import log
 from disque_py.formats import bus as msg
 from disque_py.cluster import nodes_conf
 from disque_py.cluster.bus import ClusterBus
-from disque_py.cluster.membership import BUS_PORT_OFFSET, Membership
-from disque_py.cluster.membership import FAIL, HANDSHAKE, options_version_read
+from disque_py.cluster.membership import Membership
+from disque_py.cluster.nodes import BUS_PORT_OFFSET, FAIL, HANDSHAKE, options_version_read
 from disque_py.base.effects import Connect, DropLink, ReplyOn, SaveConfig, Send, ToPeer
 from disque_py.base.disk_faults import DiskFaults
 from disque_py.base.errors import StartupError

@@ -10,7 +10,7 @@ as before. The runtime starts the endpoint before the AOF loads, so that
 
 from __future__ import annotations
 
-from disque_py.cluster.membership import BUS_PORT_OFFSET
+from disque_py.cluster.nodes import BUS_PORT_OFFSET
 from disque_py.base.errors import StartupError
 
 

@@ -240,7 +240,7 @@ class PersistenceService:
         self.writer.append(aof_format.del_job_record(job_id))
 
     def append_dedup(self, effect) -> None:
-        """An AofDedup or AofUndedup effect (core/effects.py)."""
+        """An AofDedup or AofUndedup effect (base/effects.py)."""
         if type(effect) is AofDedup:
             self.writer.append(aof_format.dedup_record(*effect))
         else:

@@ -1,11 +1,11 @@
 """One client connection: bytes in, commands run in order, replies out.
 
-An asyncio.Protocol over a compiled base (engine/conn.pxi): the base's
+An asyncio.Protocol over a compiled base (engine/net/conn.pxi): the base's
 data_received reads the bytes into the request parser and runs the hot
 commands itself while the connection is in the plain state; everything
 else comes here, to run_commands, which runs every command that arrived in
 one read and answers them with one write (a pipelined read's at the end
-of the loop turn: the base's write_out, engine/conn.pxi says why). The
+of the loop turn: the base's write_out, engine/net/conn.pxi says why). The
 rules it keeps:
 
   * Parking: a command that returns Park (GETJOB on empty queues, ADDJOB
@@ -32,7 +32,7 @@ rules it keeps:
     next loop turn (yield_loop), so a client flooding a pipeline takes its
     turn with the others instead of holding the loop for many reads.
   * Refusals: past maxclients, or a non-local client under protected mode
-    (server/protected_mode.py), the connection gets one error and is hung
+    (config/protected_mode.py), the connection gets one error and is hung
     up (_refuse); it never gets a session. Over TLS the same class runs
     unchanged behind server/tls_connection.py.
 """

@@ -25,7 +25,7 @@ from typing import NamedTuple
 
 import click
 
-from disque_py.cluster.membership import BUS_PORT_OFFSET, MAX_CLIENT_PORT
+from disque_py.cluster.nodes import BUS_PORT_OFFSET, MAX_CLIENT_PORT
 
 DEFAULT_CREATE_TIMEOUT_S = 30.0
 REPLY_TIMEOUT_S = 3.0

@@ -19,7 +19,7 @@ import sys
 import time
 from pathlib import Path
 
-from disque_py.cluster.membership import BUS_PORT_OFFSET, MAX_CLIENT_PORT
+from disque_py.cluster.nodes import BUS_PORT_OFFSET, MAX_CLIENT_PORT
 
 HOST = "127.0.0.1"
 START_TIMEOUT_S = 20

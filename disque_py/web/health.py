@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from disque_py.cluster.membership import HANDSHAKE, LEAVING
+from disque_py.cluster.nodes import HANDSHAKE, LEAVING
 from disque_py.web.keys import SERVER_KEY
 
 HEALTHZ_PATH = "/healthz"

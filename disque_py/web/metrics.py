@@ -30,11 +30,10 @@ import asyncio
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client import ProcessCollector
-from prometheus_client.core import (CounterMetricFamily, GaugeMetricFamily,
-                                    HistogramMetricFamily)
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
 
-from disque_py.cluster.membership import FAIL, HANDSHAKE, LEAVING, NOADDR, PFAIL
+from disque_py.cluster.nodes import FAIL, HANDSHAKE, LEAVING, NOADDR, PFAIL
 from disque_py.engine import STATE_NAMES
 from disque_py.web.census import Census, take_census
 from disque_py.web.info_metrics import info_families

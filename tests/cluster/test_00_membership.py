@@ -281,7 +281,7 @@ def test_cluster_saveconfig_writes_nodes_conf(trio):
     path.unlink()
     assert call(trio[1], "CLUSTER", "SAVECONFIG") == b"OK"
     lines = path.read_text().splitlines()
-    # One line per node, then this node's start epoch (core/healing.py).
+    # One line per node, then this node's start epoch (node/healing.py).
     node_lines = [line for line in lines if not line.startswith("vars ")]
     assert len(node_lines) == 3
     assert [line.split()[:2] for line in lines if line.startswith("vars ")] == \

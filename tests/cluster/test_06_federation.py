@@ -30,7 +30,7 @@ from tests.cluster.harness import MARGIN_S, call, poll, show
 LONG_RETRY_S = 600
 FAST_DELIVERY_S = 2.0          # a loose bound on one job's trip from A to B
 FLOW_DEADLINE_S = 60.0
-BCAST_MAX_DELAY_S = 5.0        # core/federation.py: the slowest NEEDJOBS broadcast period
+BCAST_MAX_DELAY_S = 5.0        # node/federation.py: the slowest NEEDJOBS broadcast period
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""Copies that heal, over real processes (core/healing.py, `rereplicate`).
+"""Copies that heal, over real processes (node/healing.py, `rereplicate`).
 
 Five nodes without an AOF (cluster-node-timeout 1000 ms). A holder of a
 REPLICATE 3 job killed with kill -9 and restarted comes back empty; the

@@ -398,7 +398,7 @@ def test_quit_answers_ok_and_closes_without_running_later_commands(server):
 
 # ------------------------------------- replies kept for the loop turn's end
 # While several clients send pipelines, a pipelined read's replies wait for
-# the end of the loop turn (engine/conn.pxi, Output). A client whose
+# the end of the loop turn (engine/net/conn.pxi, Output). A client whose
 # pipeline arrives right after another client was answered takes that path
 # at once: these tests make it so, then check that nothing is lost or
 # reordered on the way out, even when the connection closes.

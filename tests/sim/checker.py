@@ -62,7 +62,7 @@ Violations, each a string naming the job:
  (10) a wrong answer to a duplicate: an ADDJOB whose (queue, key) names a
       job J (the model's open entry of the pair whose window ends last)
       gets what the protocol says, given J's copy on that node when it
-      arrives (engine/dedup.pxi, core/replication.py):
+      arrives (engine/node/dedup.pxi, node/replication.py):
         a. no copy there: J's ID at once;
         b. a copy acked there, or flagged FLAG_CONFIRMED (J reached its
            REPLICATE level there): J's ID at once;
@@ -157,7 +157,7 @@ moves it (counters back to 0). The reasoning, for a job with limit n:
     So without faults, reordering, concurrent re-queues or QREQUEUE racing
     a death, a job is dead-lettered on one node.
 
-Idempotent producers (ADDJOB ... DEDUP key [WINDOW s]; engine/dedup.pxi).
+Idempotent producers (ADDJOB ... DEDUP key [WINDOW s]; engine/node/dedup.pxi).
 The checker keeps its own model of each node's table, one entry per job:
 node i remembers a job's (queue, key) when it makes the job (its ADDJOB,
 even on a leaving node that keeps no copy) or receives a copy of it (its

@@ -26,7 +26,7 @@ refused).
 
 The nodes' views carry failure detection (SimNet.failure_detection: a
 node down, or cut off from a majority, is FAIL after a delay the seed
-picks) and start epochs, so the cores re-replicate (core/healing.py).
+picks) and start epochs, so the cores re-replicate (node/healing.py).
 
 One seed in REPLACE_ONE_IN plays "holders replaced one by one" instead of
 random faults: no drops, no AOF; while clients work, each node in turn is

@@ -20,7 +20,7 @@ Faults, all drawn from one seeded RNG so a run replays exactly:
     also say which peers are FAIL (down, or cut off from a majority on the
     other side of a partition; after fail_delay_ms, when set) and each
     node's start epoch, which changes when a node restarts without an AOF
-    (membership's job in production; core/healing.py acts on them);
+    (membership's job in production; node/healing.py acts on them);
   * with_aof(i): the node keeps an append-only file. Its AofLoadJob,
     AofDelJob, AofDedup and AofUndedup effects are written as real AOF
     records (persistence/aof_format.py: LOADJOB, DELJOB, DEDUP, UNDEDUP)

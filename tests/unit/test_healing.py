@@ -1,4 +1,4 @@
-"""Copies that heal (core/healing.py), on the in-memory network.
+"""Copies that heal (node/healing.py), on the in-memory network.
 
 A holder of a job is lost (flagged FAIL, or restarted without its jobs: its
 start epoch changes): exactly one surviving holder copies the job again,

@@ -24,11 +24,11 @@ import pytest
 
 from disque_py.formats import bus as msg
 from disque_py.cluster import nodes_conf
-from disque_py.cluster.membership import (BLACKLIST_TTL_MS, BUS_PORT_OFFSET, FAIL, HANDSHAKE,
-                                          LEAVING, MEET, MYSELF, NOADDR, PFAIL, RECONNECT_MAX_MS,
-                                          RECONNECT_MIN_MS, SPEAKS_DEDUP, SPEAKS_EPOCH,
-                                          SPEAKS_JOB_OPTIONS, SPEAKS_PRIORITY, Membership,
-                                          options_version_read, random_node_id)
+from disque_py.cluster.membership import BLACKLIST_TTL_MS, Membership
+from disque_py.cluster.nodes import (BUS_PORT_OFFSET, FAIL, HANDSHAKE, LEAVING, MEET, MYSELF,
+                                     NOADDR, PFAIL, RECONNECT_MAX_MS, RECONNECT_MIN_MS,
+                                     SPEAKS_DEDUP, SPEAKS_EPOCH, SPEAKS_JOB_OPTIONS,
+                                     SPEAKS_PRIORITY, options_version_read, random_node_id)
 from disque_py.base.clock import FakeClock
 from disque_py.base.effects import Connect, DropLink, ReplyOn, SaveConfig, Send
 

@@ -1,4 +1,4 @@
-"""Protected mode's decision (server/protected_mode.py) and the TLS directives' parsing.
+"""Protected mode's decision (config/protected_mode.py) and the TLS directives' parsing.
 
 No sockets: the decision is a function of the peer address and the config.
 """

@@ -1,4 +1,4 @@
-"""WAITJOB and QWAIT in the core (core/waits.py), on the fake clock.
+"""WAITJOB and QWAIT in the core (node/waits.py), on the fake clock.
 
 A single node drives each status (acked, deleted, expired, unknown,
 pending at the timeout), duplicated IDs, several waiters, a client that

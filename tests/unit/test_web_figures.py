@@ -13,7 +13,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from disque_py.cluster.membership import FAIL, HANDSHAKE, LEAVING, ClusterNode, Membership
+from disque_py.cluster.membership import Membership
+from disque_py.cluster.nodes import FAIL, HANDSHAKE, LEAVING, ClusterNode
 from disque_py.monitoring.histogram import DurationHistogram
 from disque_py.web.census import take_census
 from disque_py.web.health import readiness_problems

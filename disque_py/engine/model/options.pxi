@@ -17,7 +17,7 @@
 #
 # On the wire and in the AOF the options follow the holders (wire.pxi),
 # only for a job that has them, and only to peers that announced they read
-# them, in the newest version they read (core/peers.py): a node that reads
+# them, in the newest version they read (cluster/nodes.py): a node that reads
 # v1 gets a job without its priority, an older one without any option.
 #
 #   u8 version, u32 backoff base ms, u32 backoff max ms,

@@ -4,7 +4,7 @@ Rules, checked by guard() (a middleware of the dashboard's application
 only: /metrics, /healthz and /readyz are not under it), in this order:
 
   * Protected mode: the rule RESP connections follow
-    (server/protected_mode.allows, on the HTTP peer's address). A node in
+    (config/protected_mode.allows, on the HTTP peer's address). A node in
     protected mode (no bind, no requirepass) serves the dashboard's pages
     and actions to clients on its own host only; others get 403 and the
     DENIED text. Pages are refused too, not only actions: they show job
