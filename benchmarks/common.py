@@ -32,7 +32,6 @@ import re
 import resource
 import shlex
 import shutil
-import signal
 import socket
 import statistics
 import subprocess
@@ -45,7 +44,7 @@ from typing import Callable, Iterable, Sequence
 import hiredis
 
 from disque_py.formats.resp import encode_command
-from disque_py.tools.loopback import HOST, ServerProcess, free_port
+from disque_py.tools.loopback import HOST, ServerProcess
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -53,7 +52,6 @@ BODY_SIZE = 100
 BODY = b"x" * BODY_SIZE
 REDIS_SERVER = "redis-server"
 REDIS_BENCHMARK = "redis-benchmark"
-REDIS_START_TIMEOUT_S = 10
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 MB = 1024 * 1024
 USABLE_CPUS = sorted(os.sched_getaffinity(0))   # read before any pinning narrows it
@@ -106,53 +104,19 @@ class DisqueServer(ServerProcess):
         command(self.port, "DEBUG", "FLUSHALL")
 
 
-class RedisServer:
+class RedisServer(ServerProcess):
     """The yardstick: redis-server with persistence off, on loopback only."""
 
     label = "redis-server"
 
     def __init__(self, directory: Path, pinning: Pinning, args: Sequence[str] = ()) -> None:
-        self.dir = Path(directory)
-        self.dir.mkdir(parents=True, exist_ok=True)
-        self.port = free_port()
+        super().__init__(directory, args=list(args))
         self.prefix = pinning.server_prefix()
-        self.args = list(args)
-        self.proc: subprocess.Popen | None = None
-
-    @property
-    def pid(self) -> int:
-        return self.proc.pid
 
     def command_line(self) -> list[str]:
         return self.prefix + [REDIS_SERVER, "--port", str(self.port), "--bind", HOST,
                               "--save", "", "--appendonly", "no", "--dir", str(self.dir),
                               "--logfile", str(self.dir / "redis.log")] + self.args
-
-    def start(self) -> "RedisServer":
-        self.proc = subprocess.Popen(self.command_line(), stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.DEVNULL, cwd=self.dir)
-        deadline = time.monotonic() + REDIS_START_TIMEOUT_S
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"redis-server exited with {self.proc.returncode}")
-            try:
-                if command(self.port, "PING") == "PONG":
-                    return self
-            except OSError:
-                time.sleep(0.02)
-        raise RuntimeError("redis-server did not answer PING")
-
-    def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-    def stop(self, timeout: float = 10) -> None:
-        if self.alive():
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
 
     def flush(self) -> None:
         command(self.port, "FLUSHALL")
