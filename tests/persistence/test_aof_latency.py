@@ -20,7 +20,7 @@ from disque_py.monitoring.latency import LatencyMonitor
 from disque_py.persistence import aof_format
 from disque_py.persistence.aof import FileOps
 from disque_py.persistence.rewrite import Rewrite
-from disque_py.server.runtime import Runtime
+from disque_py.server.timers import JobTimer
 from tests.persistence.helpers import open_writer, run_loop_until
 
 RECORD = aof_format.del_job_record(b"A" * 40)
@@ -127,11 +127,10 @@ def test_a_slow_timer_slice_is_jobs_processing(clock, monitor):
         clock.now += 8_000_000
         return True                         # more due: the next slice is soon
     scheduled = []
-    runtime = SimpleNamespace(
-        node=SimpleNamespace(tick=tick, effects=[]),
-        server=SimpleNamespace(latency=monitor, timer_lateness=DurationHistogram()),
-        loop=SimpleNamespace(call_soon=scheduled.append, time=lambda: 0.0), _timer_due=0.0)
-    runtime._on_timer = lambda: None
-    Runtime._on_timer(runtime)
+    timer = JobTimer(SimpleNamespace(call_soon=scheduled.append, time=lambda: 0.0),
+                     SimpleNamespace(tick=tick, effects=[]),
+                     SimpleNamespace(latency=monitor, timer_lateness=DurationHistogram()),
+                     effects=None)
+    timer._run()
     assert monitor.history(ev.JOBS_PROCESSING) == [[1_700_000_000, 8]]
     assert scheduled, "the next slice was scheduled"
