@@ -83,6 +83,24 @@ HELLO_NEEDS_AUTH = ("HELLO must be called with the client already authenticated,
 SLOWLOG_USAGE = "Unknown SLOWLOG subcommand or wrong # of args. Try GET, RESET, LEN."
 NO_SAMPLES = "No samples available for event '%s'"
 SHUTDOWN_FAILED = "Errors trying to SHUTDOWN. Check logs."
+PROTOCOL_NOT_INTEGER = "Protocol version is not an integer or out of range"
+UNSUPPORTED_PROTOCOL = "unsupported protocol version"
+HELLO_BAD_OPTION = "Syntax error in HELLO option '%s'"
+WRONG_PASS = "invalid username-password pair"
+CONFIG_ARITY = "Wrong number of arguments for CONFIG %s"
+UNRECOGNIZED_OPTION = "Unrecognized option '%s'"
+NO_SUCH_CLIENT = "No such client"
+UNKNOWN_CLIENT_TYPE = "Unknown client type '%s'"
+DEBUG_USAGE = "Unknown DEBUG subcommand or wrong number of arguments for '%s'"
+
+# ----------------------------------------------------------------- the AOF
+REWRITE_IN_PROGRESS = "Background append only file rewriting already in progress"
+# Disque answers a bare -ERR here; later Redis names where to look.
+REWRITE_NOT_STARTED = ("Can't execute an AOF background rewriting. "
+                       "Please check the server logs for more information.")
+LOADJOB_CORRUPTED = "corrupted LOADJOB data: %s"
+AOF_NOT_TURNED_ON = "Unable to turn on AOF. Check server logs."
+TLS_NOT_UPDATED = "Unable to update the TLS configuration: %s"
 
 # ------------------------------------------------------------------ CONFIG
 UNSUPPORTED = "Unsupported CONFIG parameter: %s"
@@ -97,3 +115,8 @@ UNBALANCED = "Unbalanced quotes in configuration line"
 WRONG_SUBCOMMAND = "Wrong CLUSTER subcommand or number of arguments"
 WRONG_LEAVING_ARG = "Wrong argument for CLUSTER LEAVING. Use 'yes' or 'no'"
 CANNOT_FORGET_MYSELF = "I tried hard but I can't forget myself..."
+INVALID_TCP_PORT = "Invalid TCP port specified: %s"
+INVALID_NODE_ADDRESS = "Invalid node address specified: %s:%s"
+NODES_CONF_NOT_SAVED = "error saving the cluster node config: %s"
+INVALID_NODE_ID = "Invalid node identifier"
+UNKNOWN_NODE = "Unknown node %s"

@@ -22,9 +22,13 @@ from disque_py.commands.cluster import hello_nodes
 from disque_py.commands.context import NO_REPLY, REPLY_OFF, REPLY_SKIP_NEXT, compiled
 from disque_py.base.disk_faults import FAULT_CODES
 from disque_py.base.errors import CommandError, NoAuthError, NoProtoError, WrongPassError
-from disque_py.base.replies import (BAD_CLIENT_NAME, CLIENT_SYNTAX, COMMAND_USAGE,
-                                    CONFIG_SUBCOMMANDS, HELLO_NEEDS_AUTH, INVALID_PASSWORD,
-                                    NO_PASSWORD_SET, NOAUTH_MESSAGE, SYNTAX_ERROR)
+from disque_py.base.replies import (BAD_CLIENT_NAME, CLIENT_SYNTAX, COMMAND_USAGE, CONFIG_ARITY,
+                                    CONFIG_SUBCOMMANDS, DEBUG_USAGE, HELLO_BAD_OPTION,
+                                    HELLO_NEEDS_AUTH, INVALID_PASSWORD, NOAUTH_MESSAGE,
+                                    NO_PASSWORD_SET, NO_SUCH_CLIENT, PROTOCOL_NOT_INTEGER,
+                                    REWRITE_IN_PROGRESS, REWRITE_NOT_STARTED, SYNTAX_ERROR,
+                                    UNKNOWN_CLIENT_TYPE, UNRECOGNIZED_OPTION, UNSUPPORTED_PROTOCOL,
+                                    WRONG_PASS)
 from disque_py.formats.resp import OK, Map, Raw, SetReply, Verbatim
 
 HELLO_FORMAT_VERSION = 1
@@ -69,9 +73,9 @@ def hello(server, session, argv):
         return _disque_hello(server)
     protover = parse_int(argv[1])
     if protover is None:
-        raise CommandError("Protocol version is not an integer or out of range")
+        raise CommandError(PROTOCOL_NOT_INTEGER)
     if protover not in (2, 3):
-        raise NoProtoError("unsupported protocol version")
+        raise NoProtoError(UNSUPPORTED_PROTOCOL)
     _hello_options(server, session, argv[2:])
     session.resp3 = protover == 3     # this reply is the first in the new protocol
     return Map([b"server", b"disque", b"version", DISQUE_VERSION.encode(), b"proto", protover,
@@ -94,12 +98,12 @@ def _hello_options(server, session, options: list[bytes]) -> None:
             _check_client_name(name)
             i += 2
         else:
-            raise CommandError("Syntax error in HELLO option '%s'" % options[i].decode("latin-1"))
+            raise CommandError(HELLO_BAD_OPTION % options[i].decode("latin-1"))
     if password is not None:
         if not server.requirepass:
             raise CommandError(NO_PASSWORD_SET)
         if not hmac.compare_digest(password, server.requirepass):
-            raise WrongPassError("invalid username-password pair")
+            raise WrongPassError(WRONG_PASS)
         session.authenticated = True
     if server.requirepass and not session.authenticated:
         raise NoAuthError(HELLO_NEEDS_AUTH)
@@ -143,7 +147,7 @@ def config(server, session, argv):
     if expected is None:
         raise CommandError(CONFIG_SUBCOMMANDS)
     if len(argv) != expected:
-        raise CommandError("Wrong number of arguments for CONFIG %s" % argv[1].decode("latin-1"))
+        raise CommandError(CONFIG_ARITY % argv[1].decode("latin-1"))
     if sub == b"get":
         return Map(server.config.get_matching(argv[2]))
     if sub == b"set":        # Disque reads both as C strings: a NUL ends them
@@ -180,7 +184,7 @@ def client(server, session, argv):
     if sub == b"setinfo" and argc == 4:
         attribute = argv[2].lower()
         if attribute not in (b"lib-name", b"lib-ver"):
-            raise CommandError("Unrecognized option '%s'" % argv[2].decode("latin-1"))
+            raise CommandError(UNRECOGNIZED_OPTION % argv[2].decode("latin-1"))
         if attribute == b"lib-name":
             session.lib_name = argv[3]
         else:
@@ -234,7 +238,7 @@ def _client_kill(server, session, argv):
     if len(argv) == 3:
         targets = [s for s in server.clients.values() if s.addr == argv[2].decode("latin-1")]
         if not targets:
-            raise CommandError("No such client")
+            raise CommandError(NO_SUCH_CLIENT)
         for target in targets:
             server.request_kill(target)
         return OK
@@ -247,7 +251,7 @@ def _client_kill(server, session, argv):
             client_id = int_or_error(value)
         elif option == b"type":
             if value.lower() != b"normal":
-                raise CommandError("Unknown client type '%s'" % value.decode("latin-1"))
+                raise CommandError(UNKNOWN_CLIENT_TYPE % value.decode("latin-1"))
         elif option == b"addr":
             addr = value.decode("latin-1")
         elif option == b"skipme" and value.lower() in (b"yes", b"no"):
@@ -281,11 +285,9 @@ def bgrewriteaof(server, session, argv):
     persistence = server.persistence
     writer = persistence.writer if persistence is not None else None
     if writer is not None and writer.rewrite_in_progress:
-        raise CommandError("Background append only file rewriting already in progress")
+        raise CommandError(REWRITE_IN_PROGRESS)
     if persistence is None or not persistence.start_rewrite():
-        # Disque answers a bare -ERR here; later Redis names where to look.
-        return CommandError("Can't execute an AOF background rewriting. "
-                            "Please check the server logs for more information.")
+        return CommandError(REWRITE_NOT_STARTED)
     return "Background append only file rewriting started"
 
 
@@ -313,8 +315,7 @@ def debug(server, session, argv):
         return _nodes_conf_fault(server, argv)
     if sub == b"error" and len(argv) == 3:
         return Raw(b"-" + argv[2].replace(b"\r", b" ").replace(b"\n", b" ") + b"\r\n")
-    raise CommandError("Unknown DEBUG subcommand or wrong number of arguments for '%s'"
-                       % argv[1].decode("latin-1"))
+    raise CommandError(DEBUG_USAGE % argv[1].decode("latin-1"))
 
 
 def _aof_fault(server, argv):

@@ -6,8 +6,9 @@ from disque_py.cluster.nodes import HANDSHAKE, MYSELF
 from disque_py.formats.bus import NODE_ID_LEN
 from disque_py.commands.args import parse_int
 from disque_py.base.errors import CommandError
-from disque_py.base.replies import (CANNOT_FORGET_MYSELF, SYNTAX_ERROR, WRONG_LEAVING_ARG,
-                                    WRONG_SUBCOMMAND)
+from disque_py.base.replies import (CANNOT_FORGET_MYSELF, INVALID_NODE_ADDRESS, INVALID_NODE_ID,
+                                    INVALID_TCP_PORT, NODES_CONF_NOT_SAVED, SYNTAX_ERROR,
+                                    UNKNOWN_NODE, WRONG_LEAVING_ARG, WRONG_SUBCOMMAND)
 from disque_py.formats.resp import OK, Raw, Verbatim
 
 
@@ -23,9 +24,9 @@ def cluster(server, session, argv):
 def _meet(server, argv):
     port = parse_int(argv[3])
     if port is None:
-        raise CommandError("Invalid TCP port specified: %s" % argv[3].decode("latin-1"))
+        raise CommandError(INVALID_TCP_PORT % argv[3].decode("latin-1"))
     if not server.cluster.meet(argv[2].decode("latin-1"), port):
-        raise CommandError("Invalid node address specified: %s:%s"
+        raise CommandError(INVALID_NODE_ADDRESS
                            % (argv[2].decode("latin-1"), argv[3].decode("latin-1")))
     return OK
 
@@ -56,18 +57,18 @@ def _saveconfig(server, argv):
     try:
         server.cluster.save_config()
     except OSError as error:
-        raise CommandError("error saving the cluster node config: %s" % error.strerror) from None
+        raise CommandError(NODES_CONF_NOT_SAVED % error.strerror) from None
     return OK
 
 
 def _forget(server, argv):
     node_id = argv[2]
     if len(node_id) != NODE_ID_LEN:
-        raise CommandError("Invalid node identifier")
+        raise CommandError(INVALID_NODE_ID)
     membership = server.cluster.membership
     node = membership.nodes.get(node_id)
     if node is None:
-        raise CommandError("Unknown node %s" % node_id.decode("latin-1"))
+        raise CommandError(UNKNOWN_NODE % node_id.decode("latin-1"))
     if node is membership.myself:
         raise CommandError(CANNOT_FORGET_MYSELF)
     server.cluster.forget(node)

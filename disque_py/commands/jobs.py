@@ -11,7 +11,7 @@ from disque_py.commands.context import compiled
 from disque_py.engine import STATE_BY_NAME, STATE_NAMES, Job, JobOptions
 from disque_py.base.errors import CommandError
 from disque_py.formats.resp import Raw
-from disque_py.base.replies import INVALID_REPLY_TYPE, INVALID_STATE
+from disque_py.base.replies import INVALID_REPLY_TYPE, INVALID_STATE, LOADJOB_ONLY_FROM_AOF
 
 
 # ADDJOB queue job ms-timeout [REPLICATE n] [DELAY s] [RETRY s] [TTL s] [MAXLEN n] [ASYNC]
@@ -23,7 +23,7 @@ addjob = compiled("addjob")
 def loadjob(server, session, argv):
     """LOADJOB serialized-job crc (only while loading the AOF)"""
     if server.persistence is None:
-        raise CommandError("LOADJOB is a special command only processed from AOF")
+        raise CommandError(LOADJOB_ONLY_FROM_AOF)
     return server.persistence.load_job(session, argv)
 
 

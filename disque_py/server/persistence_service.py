@@ -47,7 +47,7 @@ from disque_py.persistence.aof import OFF, ON, WAIT_REWRITE, AofWriter
 from disque_py.persistence.progress import ProgressMeter
 from disque_py.persistence.rewrite import Rewrite, remove_leftovers
 from disque_py.server.state import AOF_OFF_INFO
-from disque_py.base.replies import LOADJOB_ONLY_FROM_AOF
+from disque_py.base.replies import AOF_NOT_TURNED_ON, LOADJOB_CORRUPTED, LOADJOB_ONLY_FROM_AOF
 
 DISQUE_BACKUP_SUFFIX = ".disque-1.0"   # where a converted Disque AOF is kept
 _DEDUP_RECORDS = (aof_format.DEDUP, aof_format.UNDEDUP)
@@ -228,7 +228,7 @@ class PersistenceService:
         try:
             record = deserialize_job(argv[1])
         except ValueError as error:
-            raise CommandError(f"corrupted LOADJOB data: {error}") from None
+            raise CommandError(LOADJOB_CORRUPTED % error) from None
         return int(self.node.load_job(record, session.enqueue_loaded))
 
     # ------------------------------------------------------------ running
@@ -356,7 +356,7 @@ class PersistenceService:
             # its buffer: its file becomes the AOF, as a new one's would.
             writer.state = WAIT_REWRITE
             if writer.rewrite is None and not self.start_rewrite():
-                raise CommandError("Unable to turn on AOF. Check server logs.")
+                raise CommandError(AOF_NOT_TURNED_ON)
         elif not enabled and writer.state != OFF:
             self._abort_rewrite("the AOF was turned off")
             try:

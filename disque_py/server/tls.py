@@ -28,6 +28,7 @@ from __future__ import annotations
 import ssl
 
 from disque_py.base.errors import CommandError, StartupError
+from disque_py.base.replies import TLS_NOT_UPDATED
 
 # tls-protocols words, oldest first (config/kinds.py: TlsProtocols keeps this order).
 VERSIONS = {
@@ -80,7 +81,7 @@ class TlsContexts:
         try:
             self._build()
         except TlsConfigError as error:
-            raise CommandError(f"Unable to update the TLS configuration: {error}") from None
+            raise CommandError(TLS_NOT_UPDATED % error) from None
 
     def _build(self) -> None:
         config = self.config
