@@ -253,7 +253,7 @@ def test_a_planted_bug_is_found_within_a_few_hundred_seeds(monkeypatch, plant, c
 # ------------------------------------------------------------------ engine bugs found
 
 def test_a_nack_while_a_delayed_nack_is_pending_counts_and_dead_letters():
-    node = Node(b"n" * 40, FakeClock(START_MS, seed=1), id_seed=b"nack-absorbed")
+    node = Node(b"e" * 40, FakeClock(START_MS, seed=1), id_seed=b"nack-absorbed")
     job = node.add_job(b"q", b"body", 1, 0, 5, 3600, 0, False,
                        options=JobOptions(0, 0, 2, None))
     assert get_jobs(node, [b"q"], 1) == [job]
