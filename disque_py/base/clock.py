@@ -1,6 +1,6 @@
-"""The time the core reads, and a fake one that tests move by hand.
+"""The time the node reads, and a fake one that tests move by hand.
 
-The core never calls time.time() itself: every timer, TTL and ctime is
+The node never calls time.time() itself: every timer, TTL and ctime is
 computed from a Clock, so unit tests drive delays, retries and expiry
 without sleeping. Times are integers in milliseconds since the epoch.
 """

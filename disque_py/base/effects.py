@@ -1,9 +1,10 @@
-"""What the core asks the outside world to do.
+"""What the node asks the outside world to do.
 
-Core methods change state and append effects to Node.effects; the runtime
+The node's methods (the engine's and its components') change state and
+append effects to node.effects; the server layer (server/effects.py)
 drains that outbox after each batch of commands and after each timer tick,
 and carries the effects out (answer a parked client, send a cluster message,
-append to the AOF). The core itself never touches a socket or a file, so a
+append to the AOF). The node itself never touches a socket or a file, so a
 test can call a method and look at the effects it produced.
 """
 
@@ -24,8 +25,8 @@ class Unblock(NamedTuple):
 class Send(NamedTuple):
     """Send a bus message to a node, over our link to it (dropped if none)."""
 
-    node: Any            # cluster.membership.ClusterNode
-    kind: int            # cluster.messages type
+    node: Any            # cluster/nodes.py's ClusterNode
+    kind: int            # a formats/bus.py message type
     body: Any
     mflags: int = 0
 
@@ -63,7 +64,7 @@ class ToPeer(NamedTuple):
     per loop turn, keeping their order, and drops them if there is no link.
 
     item: serialized job (REPLJOB, YOURJOBS), (job ID, aux) (the job-ID
-    messages), or a cluster.messages.QueueOp (NEEDJOBS, PAUSE)."""
+    messages), or a formats/bus.py QueueOp (NEEDJOBS, PAUSE)."""
 
     node_id: bytes
     kind: int

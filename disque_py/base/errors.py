@@ -107,6 +107,12 @@ class WrongPassError(DisqueError):
     prefix = b"WRONGPASS"
 
 
+class DeniedError(DisqueError):
+    """Protected mode refuses a client from another host (then hangs up)."""
+
+    prefix = b"DENIED"
+
+
 class ConfigError(Exception):
     """A configuration file or command line that cannot be loaded.
 

@@ -26,6 +26,18 @@ NOAUTH_MESSAGE = "Authentication required."
 OOM_MESSAGE = "command not allowed when used memory > 'maxmemory'."
 LOADING_MESSAGE = "Disque is loading the dataset in memory"
 AOF_MISCONF = "Errors writing to the AOF file: %s"
+MAX_CLIENTS = "max number of clients reached"
+# Protected mode's refusal (config/protected_mode.py), prefix DENIED.
+PROTECTED_MODE_DENIED = (
+    "Disque is in protected mode: protected mode is on, no bind address was given and "
+    "clients need no password, so only clients on this host (loopback or Unix socket) are "
+    "served. To serve other hosts, do one of these: 1) from a client on the server's own "
+    "host, send 'CONFIG SET protected-mode no' (and CONFIG REWRITE to keep it across "
+    "restarts), having made sure the server cannot be reached from the internet; 2) set "
+    "'protected-mode no' in the configuration file and restart the server; 3) if you "
+    "started the server by hand to try it out, restart it with '--protected-mode no'; 4) "
+    "give the addresses to listen on with 'bind', or set a password with 'requirepass'. "
+    "Any one of these is enough.")
 
 # ------------------------------------------------------------------ ADDJOB
 REPLICATE_RANGE = "REPLICATE must be between 1 and 65535"

@@ -4,9 +4,9 @@ Listens on the client port + 10000 and opens one outgoing link per known
 node when membership asks for it (Connect effects); with `tls-cluster yes`
 both run over mutual TLS (server/tls.py makes the contexts). Each link
 cuts its byte stream into length-prefixed frames and decodes them with
-messages.py; a frame that does not decode closes that link, is logged, and
+formats/bus.py; a frame that does not decode closes that link, is logged, and
 is never applied. Decoded messages go to the cluster service, which hands them to
-membership or to the job core and carries out what they answer.
+membership or to the node and carries out what they answer.
 
 What a link may do before anyone vouches for it is bounded:
   * with `cluster-secret` set, a link first runs auth.py's handshake: a

@@ -30,7 +30,7 @@ back, whether it restarted empty meanwhile.
 
 Job options (BACKOFF, MAXDELIVERIES...): a node sets SPEAKS_JOB_OPTIONS in
 its headers when it reads a job's options block; each peer's header bits
-are kept (ClusterNode.capabilities) and the job core sends jobs with their
+are kept (ClusterNode.capabilities) and the engine sends jobs with their
 options only to peers that set it, plain jobs to the others; likewise
 SPEAKS_PRIORITY for the block's version 2 (a v1 reader gets v1, no priority)
 and SPEAKS_DEDUP for version 3 (the DEDUP key: a v2 reader gets v2 without it).

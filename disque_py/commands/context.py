@@ -9,7 +9,7 @@ from disque_py.formats.resp import Raw
 
 
 class Park:
-    """The client waits; the core will answer it through an Unblock effect.
+    """The client waits; the node will answer it through an Unblock effect.
 
     Until then the connection runs none of the client's later commands, as
     a blocked Disque client would not, with one exception: when `overlaps`

@@ -33,7 +33,7 @@ working = compiled("working")
 
 
 def render_outcome(waiter, outcome):
-    """The reply for a parked client, from the outcome the core handed back:
+    """The reply for a parked client, from the outcome the node handed back:
     GETJOB gets jobs or a null array on timeout; ADDJOB its job ID as a
     status reply; either may get an error (LEAVING, NOREPL). WAITJOB and
     QWAIT are answered by commands/waits.py."""

@@ -2,7 +2,7 @@
 
 Both read TIMEOUT as GETJOB does (milliseconds; 0 or absent: no timeout;
 the same errors), answer at once when there is nothing to wait for, and
-otherwise park the client in the core (node/waits.py) until the work is
+otherwise park the client in the node (node/waits.py) until the work is
 done or the timeout passes. Every bad argument is an error and changes
 nothing: IDs are checked, all of them, after the options.
 """
@@ -43,7 +43,7 @@ def qwait(server, session, argv):
 
 
 def render_completion(waiter, outcome):
-    """A parked WAITJOB's or QWAIT's reply, from the outcome the core gave
+    """A parked WAITJOB's or QWAIT's reply, from the outcome the node gave
     (DONE, TIMED_OUT): WAITJOB answers its statuses either way."""
     if waiter.kind == WAITJOB:
         return waiter.statuses

@@ -87,8 +87,8 @@ class Loader:
             if directive.on_load is not None:
                 directive.on_load(self, value)
             attribute = attribute_of(name)
-            self.config.store(attribute,
-                              directive.kind.merge(getattr(self.config, attribute), value))
+            self.config._store(attribute,
+                               directive.kind.merge(getattr(self.config, attribute), value))
         except BadValue as exc:
             raise ConfigError(str(exc), filename=filename, line_number=number,
                               line=_display(line), directive=name) from None

@@ -14,18 +14,10 @@ from __future__ import annotations
 
 import ipaddress
 
-DENIED = (
-    b"-DENIED Disque is in protected mode: protected mode is on, no bind address was "
-    b"given and clients need no password, so only clients on this host (loopback or "
-    b"Unix socket) are served. To serve other hosts, do one of these: "
-    b"1) from a client on the server's own host, send 'CONFIG SET protected-mode no' "
-    b"(and CONFIG REWRITE to keep it across restarts), having made sure the server "
-    b"cannot be reached from the internet; "
-    b"2) set 'protected-mode no' in the configuration file and restart the server; "
-    b"3) if you started the server by hand to try it out, restart it with "
-    b"'--protected-mode no'; "
-    b"4) give the addresses to listen on with 'bind', or set a password with "
-    b"'requirepass'. Any one of these is enough.\r\n")
+from disque_py.base.errors import DeniedError
+from disque_py.base.replies import PROTECTED_MODE_DENIED
+
+DENIED = DeniedError(PROTECTED_MODE_DENIED).wire()
 
 
 def allows(peer, config) -> bool:

@@ -102,7 +102,7 @@ class Config:
 
     def __init__(self) -> None:
         for name, directive in DIRECTIVES.items():
-            self.store(attribute_of(name), directive.fresh_default())
+            self._store(attribute_of(name), directive.fresh_default())
         self._listeners: dict[str, list[Callable[[Any], None]]] = {}
         self.config_file: str | None = None  # absolute path, for REWRITE and INFO
 
@@ -112,8 +112,9 @@ class Config:
                                  "(Config.set)")
         object.__setattr__(self, attribute, value)
 
-    def store(self, attribute: str, value: Any) -> None:
-        """Where the loader and set() put a setting's new value."""
+    def _store(self, attribute: str, value: Any) -> None:
+        """Where set() and the package's loader (loader.py) put a setting's
+        new value: the one way past the read-only attributes."""
         object.__setattr__(self, attribute, value)
 
     @classmethod
@@ -135,10 +136,6 @@ class Config:
     def value(self, name: str) -> Any:
         """A directive's value by its name (for code that iterates the table)."""
         return getattr(self, attribute_of(name))
-
-    def changed_from_default(self) -> dict[str, Any]:
-        return {name: self.value(name) for name, directive in DIRECTIVES.items()
-                if self.value(name) != directive.default}
 
     def on_change(self, name: str, callback: Callable[[Any], None]) -> None:
         """Call callback(new_value) after each successful CONFIG SET of name.
@@ -171,7 +168,7 @@ class Config:
         except BadValue:
             raise CommandError(INVALID_ARGUMENT % (_for_reply(value), _for_reply(name))) from None
         undo = directive.on_set(new) if directive.on_set is not None else None
-        self.store(attribute, new)
+        self._store(attribute, new)
         self._notify(directive.name, old, new, undo)
 
     def _notify(self, name: str, old: Any, new: Any, undo: Callable[[], None] | None) -> None:
@@ -181,7 +178,7 @@ class Config:
                 callback(new)
                 notified.append(callback)
         except Exception:
-            self.store(attribute_of(name), old)
+            self._store(attribute_of(name), old)
             if undo is not None:
                 undo()
             for callback in reversed(notified):

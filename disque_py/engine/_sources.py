@@ -18,7 +18,8 @@ SOURCE_SUFFIXES = (".pyx", ".pxd", ".pxi", ".h")
 def source_files(directory: Path = ENGINE_DIR) -> list[Path]:
     """The engine's sources, its part folders (model/, node/, net/) included."""
     return sorted(path for path in directory.rglob("*")
-                  if path.suffix in SOURCE_SUFFIXES and "build" not in path.parts)
+                  if path.suffix in SOURCE_SUFFIXES
+                  and "build" not in path.relative_to(directory).parts)
 
 
 def source_hash(directory: Path = ENGINE_DIR) -> str:

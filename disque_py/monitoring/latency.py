@@ -13,7 +13,7 @@ keeps Disque 1.0's rules for them:
   * Event names are matched exactly by HISTORY and GRAPH, and ignoring
     case by RESET.
 
-Measuring is the caller's job (server code, never the core): begin() reads
+Measuring is the caller's job (server code, never the node): begin() reads
 the clock only when sampling is on, observe_since() turns the elapsed time
 into whole milliseconds and records it if it is a spike.
 """

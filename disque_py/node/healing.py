@@ -85,8 +85,8 @@ but has nothing until the next loss among the job's holders resends it.
 Costs: the REPLJOBs of a heal and one more copy of a job's body on the new
 holder; the pass reads every job once per loss.
 
-The core stays pure: the cluster view comes through set_cluster_view
-(peers.py) and view() here, time from the node's clock, and every
+The node stays pure: the cluster view comes through Node.set_cluster_view
+and view() here, time from the node's clock, and every
 copy leaves as ToPeer effects.
 """
 

@@ -29,6 +29,7 @@ from disque_py.base.clock import Clock
 from disque_py.base.errors import LeavingError, NoReplError
 from disque_py.base.replies import LEAVING_MESSAGE, REMOVED_BEFORE_COPIES
 from disque_py.base.scantable import ScanTable
+from disque_py.config.directives import DEFAULT_MAXMEMORY
 from disque_py.engine import (ACKED, ACTIVE, DEDUP_KEY_FIELD, DEDUP_QUEUE_FIELD, DEDUP_UNTIL_FIELD,
                               FLAG_BCAST_WILLQUEUE, GONE_EXPIRED, PAUSED_IN, QUEUED,
                               WILLQUEUE_ADVANCE_MS, Job, JobTable, NodeCore, NodeHooks,
@@ -46,7 +47,6 @@ from disque_py.node.waits import Waits
 
 AWAKE_BATCH = 2000            # jobs handled per timer slice, so clients interleave
 FREE_SLICE_JOBS = 20_000      # flushed jobs released per timer slice (a few ms)
-DEFAULT_MAXMEMORY = 1024 ** 3
 QUEUE_TABLE_PARTITIONS = 256
 
 

@@ -4,13 +4,13 @@ Owns the Membership state machine and the ClusterBus transport, runs the
 cluster cron (every CRON_PERIOD_MS), turns effects into frames, writes
 nodes.conf (at most once per loop turn, atomically; a failed write, such as
 on a full disk, is logged once, shown by INFO and retried every second) and
-keeps the job core's view of the cluster (size, reachable peers, leaving)
+keeps the node's view of the cluster (size, reachable peers, leaving)
 current.
 Messages arriving on the bus are routed here: membership ones (and EPOCH)
-to Membership; job ones to the job core once it speaks to peers. It also
+to Membership; job ones to the node once it speaks to peers. It also
 chooses the node's start epoch once the AOF is loaded (kept from nodes.conf
 when jobs were loaded from an AOF, new otherwise; see node/healing.py) and
-tells the job core which peers are FAIL and their epochs. It also
+tells the node which peers are FAIL and their epochs. It also
 holds the bus's authentication settings (cluster-secret, -mode): a change
 closes every link, which then reconnect under the new settings.
 """
@@ -242,7 +242,7 @@ class ClusterService:
             self.runtime.apply_effects()
 
     def sync_core(self) -> None:
-        """The job core's view of the cluster."""
+        """The node's view of the cluster."""
         membership = self.membership
         peers = membership.peers()
         known = {node.id for node in peers if not node.flags & HANDSHAKE}

@@ -18,12 +18,12 @@ An AOF written by Disque 1.0 loads too (its upgrade path: a controlled
 restart into new software) and, with the AOF on, is rewritten in this
 server's format before anything is appended.
 
-While running it carries the core's AofLoadJob/AofDelJob effects to the
+While running it carries the node's AofLoadJob/AofDelJob effects to the
 writer, holds back replies until their records are fsynced (appendfsync
 always), drives rewrites (BGREWRITEAOF, automatic growth, turning the AOF
 on, SHUTDOWN REWRITE-AOF) and follows CONFIG SET appendonly/appendfsync.
 
-The core emits those effects (node.aof_enabled) whenever something takes
+The node emits those effects (node.aof_enabled) whenever something takes
 the records: the AOF when on, and any running rewrite, which needs the
 changes made during its walk. So turning the AOF on logs everything from
 the moment it is asked (WAIT_REWRITE, as Disque does), and BGREWRITEAOF
@@ -345,7 +345,7 @@ class PersistenceService:
             self._follow_writer()
 
     def _follow_writer(self) -> None:
-        """Whether the core emits AOF records: see the module's opening."""
+        """Whether the node emits AOF records: see the module's opening."""
         writer = self.writer
         self.node.aof_enabled = writer.state != OFF or writer.rewrite is not None
 

@@ -10,12 +10,12 @@ rules it keeps:
 
   * Parking: a command that returns Park (GETJOB on empty queues, ADDJOB
     waiting for copies) stops the pipeline; commands that arrive after it
-    wait in `pending`, unrun, until the core answers the parked one through
+    wait in `pending`, unrun, until the node answers the parked one through
     the runtime. The exception: ADDJOBs right behind a parked ADDJOB run at
     once and park too, so a pipelined producer pays one replication round
     trip per batch. Replies go out in command order: a parked command holds
     a place in `_order` that its answer fills. A client that goes away
-    while parked is cancelled in the core.
+    while parked is cancelled in the node.
   * Backpressure: when unsent replies pass the transport's high-water mark
     we stop reading from this client until they drain; a parked client that
     keeps sending is paused once PENDING_LIMIT commands are waiting.
@@ -44,6 +44,8 @@ import socket
 from collections import deque
 
 from disque_py.base import log
+from disque_py.base.errors import CommandError
+from disque_py.base.replies import MAX_CLIENTS
 from disque_py.commands.context import (REPLY_MUTED, REPLY_OFF, Park, reply_flags_after_command)
 from disque_py.engine import ConnectionBase
 from disque_py.persistence.aof import ON as AOF_ON
@@ -53,7 +55,7 @@ from disque_py.config import protected_mode
 OUTPUT_HIGH_WATER = 4 * 1024 * 1024
 OUTPUT_LOW_WATER = 1024 * 1024
 PENDING_LIMIT = 10_000
-MAX_CLIENTS_ERROR = b"-ERR max number of clients reached\r\n"
+MAX_CLIENTS_ERROR = CommandError(MAX_CLIENTS).wire()
 REFUSED_LINGER_S = 1.0
 QUIT_OK = Raw(b"+OK\r\n")
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 import time
 
-from disque_py.commands import CommandTable
+from disque_py.commands.table import CommandTable
 from disque_py.commands.services import ClusterControl, PersistenceControl
 from disque_py.node.node import Node
 from disque_py.engine import ServerCore, SessionCore, StatsCore
@@ -174,18 +174,13 @@ class ServerState(ServerCore):
         """The running server's cluster and persistence services."""
         self.cluster = cluster
         self.persistence = persistence
-        self.persistence_info = persistence.info
         self.extra_info_sections["cluster"] = ("Cluster", lambda srv: cluster.info_fields())
 
     # ------------------------------------------- the engine's hooks (server.pxd)
 
     def schedule_flush(self) -> None:
-        """The turn's replies leave once every socket ready was read (no
-        loop yet, as in a unit test: at once)."""
-        if self.call_soon is None:
-            self.flush_replies()
-        else:
-            self.call_soon(self.flush_replies)
+        """The turn's replies leave once every socket ready was read."""
+        self.call_soon(self.flush_replies)
 
     def aof_accepts(self) -> bool:
         persistence = self.persistence
@@ -286,4 +281,8 @@ class ServerState(ServerCore):
         return time.time() - self.started
 
     def persistence_info(self) -> list[tuple[str, object]]:
-        return list(AOF_OFF_INFO)
+        """INFO persistence: the service's, or Disque's fields of an AOF that
+        is off and never ran (no service attached, as in unit tests)."""
+        if self.persistence is None:
+            return list(AOF_OFF_INFO)
+        return self.persistence.info()

@@ -261,7 +261,7 @@ def test_slowlog_and_latency(client):
         assert client.execute_command("LATENCY", "GRAPH", "command").startswith(b"command")
         assert b"Dave" in client.execute_command("LATENCY", "DOCTOR") or \
             client.execute_command("LATENCY", "DOCTOR")
-        assert client.latency_reset() == 1
+        assert client.latency_reset() >= 1      # command, and any other event past 1 ms
     finally:
         client.config_set("slowlog-log-slower-than", 10000)
         client.config_set("latency-monitor-threshold", 0)

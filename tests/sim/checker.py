@@ -889,7 +889,14 @@ def books_problem(node) -> str | None:
     """What is wrong with a node's own bookkeeping, if anything: every job
     is scheduled; queued jobs, and only they, sit in their queue, in
     GETJOB's order (higher priority first, then older first); jobs waiting
-    for copies, and only they, are in the replication loop."""
+    for copies, and only they, are in the replication loop; the switches
+    the engine reads say exactly whether someone waits."""
+    waits, consumers = node.waits, node.consumers
+    switches = ((node.watch_jobs, bool(waits.job_waits)),
+                (node.watch_queues, bool(waits.queue_waits)),
+                (node.pattern_waiting, consumers.pattern_waiters is not None))
+    if any(switch != expected for switch, expected in switches):
+        return f"the engine's wait switches {switches} disagree with the parked clients"
     for job in node.jobs.values():
         if job.awake_due is None:
             return f"{job} is in no awake bucket"

@@ -1,7 +1,7 @@
 # The DEDUP key table (dedup.pxi says what the keys mean): the hash index
 # of index.pxi over the slots (DEDUP_PARTITIONS partitions), and the
 # windows' ends in a binary heap kept in a C array. A slot is one C block
-# with the key inline (DedupSlot, _core.pxd), and the job points to it: an
+# with the key inline (DedupSlot, dedup_table.pxd), and the job points to it: an
 # ADDJOB with a new key costs a hash of the key, one allocation and a heap
 # push, and no Python object (a DedupEntry object, the key's bytes and a
 # JobOptions of the job's own cost 1.5 plain ADDJOBs' instructions). A new

@@ -109,11 +109,19 @@ cdef inline int64_t _id_ttl_minutes(const char* job_id) noexcept:
 
 
 def is_at_most_once_id(bytes job_id):
-    return _at_most_once(PyBytes_AS_STRING(job_id))
+    """Whether a job ID is an at-most-once job's (ValueError: not an ID)."""
+    return _at_most_once(_checked_id(job_id))
 
 
 def ttl_minutes_from_id(bytes job_id):
-    return _id_ttl_minutes(PyBytes_AS_STRING(job_id))
+    """The TTL a job ID encodes, in minutes (ValueError: not an ID)."""
+    return _id_ttl_minutes(_checked_id(job_id))
+
+
+cdef const char* _checked_id(bytes job_id) except NULL:
+    if not id_is_valid(PyBytes_AS_STRING(job_id), PyBytes_GET_SIZE(job_id)):
+        raise ValueError("not a job ID: %r" % job_id)
+    return PyBytes_AS_STRING(job_id)
 
 
 cdef list well_formed_ids(job_ids):

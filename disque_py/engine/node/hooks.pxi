@@ -7,11 +7,16 @@
 # up on itself: what it may call is written in one place, the node layer
 # wires every slot when it builds a node (a missing or unknown one is a
 # TypeError there, not a failure on a rare path later), and the engine is
-# built and tested alone with NodeHooks.unwired().
+# built and tested alone with NodeHooks.unwired(). The slots are read-only
+# once built: a node's hooks are replaced whole, never one by one.
 #
 # When each slot is called, and what it must do:
 #   wait_for_copies       ADDJOB must wait for copies: park the producer on
-#                         the job (in wait-repl) and ask the peers
+#                         the job (in wait-repl) and ask the peers; the
+#                         producer's Waiter goes in the job's extra record
+#                         (JobExtra.waiter, an engine field), where the
+#                         connection's fast path and NodeCore.add_job's
+#                         callers find it
 #   replication_achieved  enough copies confirmed (or an ack came first):
 #                         answer the producer, queue the job; False if the
 #                         job left this node (every copy was external)

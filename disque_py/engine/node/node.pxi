@@ -101,9 +101,6 @@ cdef class NodeCore:
             return _wall_ms()
         return self.clock.now_ms()
 
-    def _now_ms(self):
-        return self.now_ms()
-
     cdef inline int64_t jitter(self, int64_t spread_ms) noexcept:
         """A random error in [-spread/2, spread/2), as Disque's randomTimeError."""
         # xorshift64*: fast, and seeded from the clock's random (a seeded

@@ -6,7 +6,7 @@ through the node's command table, as one command from a session of its own
 (its address "http:<peer>"): the same handler, the same refusals (-LOADING,
 -MISCONF, -OOM), the same MONITOR line. A command that rename-command
 renamed is found under its new name; one it removed is not available here
-either. The core's effects (messages to peers, AOF records) are carried
+either. The node's effects (messages to peers, AOF records) are carried
 out by the runtime's job timer, within its TIMER_MAX_SLEEP_MS, as for the
 node's own timers. The answer is a redirect to a page (303) with a message
 kept in the session for it.
