@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from typing import Protocol
 
 from disque_py.base import log
 from disque_py.cluster import auth
@@ -237,9 +238,24 @@ class BusLink(asyncio.Protocol):
         self.bus.lost(self)
 
 
+class BusOwner(Protocol):
+    """What the bus asks of the service that owns it (server/cluster_service.py):
+    the bus settings, and where link changes and messages go."""
+
+    auth_secret: bytes | None          # cluster-secret, None when unset
+    auth_mode: str                     # cluster-secret-mode
+    membership: object                 # cluster/membership.py: myself.id
+
+    def bus_tls(self) -> tuple | None: ...
+    def wants_link(self, node, generation: int) -> bool: ...
+    def on_link_up(self, node) -> None: ...
+    def on_link_failed(self, node, generation: int) -> None: ...
+    def on_bus_message(self, link: BusLink, header: msg.Header, body) -> None: ...
+
+
 class ClusterBus:
-    def __init__(self, runtime) -> None:
-        self.runtime = runtime
+    def __init__(self, owner: BusOwner) -> None:
+        self.owner = owner
         self.loop = None
         self.servers: list = []
         self.links: dict = {}          # ClusterNode -> our BusLink to it
@@ -250,10 +266,10 @@ class ClusterBus:
     # ------------------------------------------------------------ what it asks
 
     def auth_settings(self) -> tuple[bytes | None, str]:
-        return self.runtime.auth_secret, self.runtime.auth_mode
+        return self.owner.auth_secret, self.owner.auth_mode
 
     def my_id(self) -> bytes:
-        return self.runtime.membership.myself.id
+        return self.owner.membership.myself.id
 
     def count(self, stat: str) -> None:
         self.stats[stat] += 1
@@ -279,7 +295,7 @@ class ClusterBus:
 
     def tls(self, side: int):
         """The ssl context of this side (0: listener, 1: connector), or None."""
-        contexts = self.runtime.bus_tls()
+        contexts = self.owner.bus_tls()
         return contexts[side] if contexts is not None else None
 
     async def listen(self, hosts: list[str | None], port: int) -> None:
@@ -305,9 +321,9 @@ class ClusterBus:
         if not usable:
             if link is not None:
                 link.close()
-            self.runtime.on_link_failed(node, generation)
+            self.owner.on_link_failed(node, generation)
             return
-        if not self.runtime.wants_link(node, generation):
+        if not self.owner.wants_link(node, generation):
             link.node = None          # stale: for a forgotten node or an old address
             link.close()
             return
@@ -316,7 +332,7 @@ class ClusterBus:
             old.close()
         link.generation = generation
         self.links[node] = link
-        self.runtime.on_link_up(node)
+        self.owner.on_link_up(node)
 
     def send(self, node, frame: bytes) -> bool:
         link = self.links.get(node)
@@ -338,14 +354,14 @@ class ClusterBus:
             link.close()
 
     def deliver(self, link: BusLink, header, body) -> None:
-        self.runtime.on_bus_message(link, header, body)
+        self.owner.on_bus_message(link, header, body)
 
     def lost(self, link: BusLink) -> None:
         self.inbound.discard(link)
         node = link.node
         if node is not None and self.links.get(node) is link:
             del self.links[node]
-            self.runtime.on_link_failed(node, link.generation)
+            self.owner.on_link_failed(node, link.generation)
 
     def close_idle_inbound(self, idle_s: float) -> None:
         """Inbound links carry the peer's PINGs; one silent this long is dead,

@@ -17,7 +17,9 @@ closes every link, which then reconnect under the new settings.
 
 from __future__ import annotations
 
+import asyncio
 import os
+from typing import Callable
 
 from disque_py.base import log
 from disque_py.formats import bus as msg
@@ -57,9 +59,16 @@ def load_identity(path: str, port: int, announce_ip: str) -> tuple[bytes, list]:
 
 
 class ClusterService:
-    def __init__(self, runtime, node, config, records: list, announce_ip: str) -> None:
-        self.runtime = runtime
+    def __init__(self, node, config, records: list, announce_ip: str, tls,
+                 apply_node_effects: Callable[[], None]) -> None:
+        """`tls`: the node's TLS contexts (server/tls.py: the bus's, when
+        tls-cluster is yes); `apply_node_effects()`: carries out what the
+        node asked for (server/effects.py), after a message or a view
+        change gave it something to do."""
         self.node = node
+        self.tls = tls
+        self.apply_node_effects = apply_node_effects
+        self.loop = None                     # the event loop, once started
         self.config = config
         self.config_path = os.path.abspath(config.cluster_config_file)
         self.membership = Membership(node.id, config.port, config.cluster_node_timeout,
@@ -93,9 +102,9 @@ class ClusterService:
             self.bus.reset_links()
 
     def bus_tls(self):
-        """(server, client) ssl contexts with tls-cluster yes, else None: the
-        runtime makes them, and remakes them on a CONFIG SET of a TLS file."""
-        return self.runtime.bus_tls
+        """(server, client) ssl contexts with tls-cluster yes, else None:
+        made at start, and again on a CONFIG SET of a TLS file."""
+        return self.tls.bus
 
     @staticmethod
     def check_port(port: int) -> None:
@@ -108,6 +117,7 @@ class ClusterService:
                 f"{CHOOSE_PORT}")
 
     async def start(self, hosts: list[str | None], port: int) -> None:
+        self.loop = asyncio.get_running_loop()
         self.membership.myself.port = port
         bus_port = port + BUS_PORT_OFFSET
         self.check_port(port)
@@ -141,7 +151,7 @@ class ClusterService:
         if not self.config_save_ok and membership.ticks % SAVE_RETRY_TICKS == 0:
             self._save_or_retry_later()
         self.apply_effects()
-        self._cron = self.runtime.loop.call_later(CRON_PERIOD_MS / 1000, self._run_cron)
+        self._cron = self.loop.call_later(CRON_PERIOD_MS / 1000, self._run_cron)
 
     def wants_link(self, node, generation: int) -> bool:
         return self.membership.is_current(node, generation)
@@ -180,7 +190,7 @@ class ClusterService:
         node = self.node
         node.on_peer_message(header.sender, header.type, header.mflags, body)
         if node.effects:
-            self.runtime.apply_effects()
+            self.apply_node_effects()
         if membership.effects:
             self.apply_effects()
 
@@ -191,7 +201,7 @@ class ClusterService:
         peer leave in one frame at the end of this loop turn, in order (the
         frames of a turn for one peer in one write, made at once)."""
         if not self._outbox:
-            self.runtime.loop.call_soon(self._flush_outbox)
+            self.loop.call_soon(self._flush_outbox)
         runs = self._outbox.setdefault(item.node_id, [])
         if runs and runs[-1][0] == item.kind and runs[-1][1] == item.mflags \
                 and item.kind not in QUEUE_OP_TYPES:
@@ -239,7 +249,7 @@ class ClusterService:
                 self._schedule_save()
         self.sync_core()
         if self.node.effects:        # a new view may release parked clients
-            self.runtime.apply_effects()
+            self.apply_node_effects()
 
     def sync_core(self) -> None:
         """The node's view of the cluster."""
@@ -272,7 +282,7 @@ class ClusterService:
     def _schedule_save(self) -> None:
         if not self._save_scheduled:
             self._save_scheduled = True
-            self.runtime.loop.call_soon(self._save_or_retry_later)
+            self.loop.call_soon(self._save_or_retry_later)
 
     def save_config(self) -> None:
         """Write nodes.conf now (atomically). Raises OSError on failure (the

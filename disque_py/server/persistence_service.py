@@ -37,6 +37,7 @@ import mmap
 import os
 import shutil
 import time
+from typing import Callable
 
 from disque_py.base import log
 from disque_py.base.effects import AofDedup
@@ -59,8 +60,11 @@ class LoadStopped(Exception):
 
 
 class PersistenceService:
-    def __init__(self, runtime, node, config, server, clock=time.monotonic) -> None:
-        self.runtime = runtime
+    def __init__(self, node, config, server, stopping: Callable[[], bool],
+                 clock=time.monotonic) -> None:
+        """`stopping()`: whether a shutdown was asked (the load stops then)."""
+        self.stopping = stopping
+        self.loop = None                 # the event loop, from load_and_open on
         self.node = node
         self.config = config
         self.server = server
@@ -89,6 +93,7 @@ class PersistenceService:
     async def load_and_open(self, loop) -> None:
         """Replay the AOF if there is one to load, then start appending.
         Raises LoadStopped if a shutdown came first (nothing is appended)."""
+        self.loop = loop
         config = self.config
         remove_leftovers(self.path)
         enqueue_once = config.aof_enqueue_jobs_once
@@ -183,7 +188,7 @@ class PersistenceService:
         if progress.report_due():
             log.notice("Loading the AOF: %s", progress.describe("jobs"))
         await asyncio.sleep(0)
-        if self.runtime.stopping:
+        if self.stopping():
             raise LoadStopped()
 
     def _load_dedup(self, record: aof_format.AofRecord) -> None:
@@ -277,7 +282,7 @@ class PersistenceService:
             rewrite = self._new_rewrite()
         except OSError:
             return False
-        self.runtime.loop.call_soon(self._rewrite_step, rewrite)
+        self.loop.call_soon(self._rewrite_step, rewrite)
         return True
 
     def _rewrite_step(self, rewrite: Rewrite) -> None:
@@ -285,7 +290,7 @@ class PersistenceService:
             return                    # aborted meanwhile
         try:
             if not rewrite.step():
-                self.runtime.loop.call_soon(self._rewrite_step, rewrite)
+                self.loop.call_soon(self._rewrite_step, rewrite)
                 return
             rewrite.finish()
         except OSError as error:

@@ -10,10 +10,10 @@ rules it keeps:
 
   * Parking: a command that returns Park (GETJOB on empty queues, ADDJOB
     waiting for copies) stops the pipeline; commands that arrive after it
-    wait in `pending`, unrun, until the node answers the parked one through
-    the runtime. The exception: ADDJOBs right behind a parked ADDJOB run at
-    once and park too, so a pipelined producer pays one replication round
-    trip per batch. Replies go out in command order: a parked command holds
+    wait in `pending`, unrun, until the node answers the parked one (an
+    effect server/effects.py carries out). The exception: ADDJOBs right
+    behind a parked ADDJOB run at once and park too, so a pipelined producer
+    pays one replication round trip per batch. Replies go out in command order: a parked command holds
     a place in `_order` that its answer fills. A client that goes away
     while parked is cancelled in the node.
   * Backpressure: when unsent replies pass the transport's high-water mark
@@ -68,12 +68,15 @@ class ClientConnection(ConnectionBase, asyncio.Protocol):
     # None), closing, draining (closing once the replies held for the AOF
     # have left), _running (inside _run: replies not written yet), _out
     # (replies kept for the end of the loop turn).
-    __slots__ = ("runtime", "_reading_paused_for_output", "_reading_paused_for_pending",
-                 "_resume_scheduled", "_overlapping", "_yielding")
+    __slots__ = ("effects", "persistence", "_reading_paused_for_output",
+                 "_reading_paused_for_pending", "_resume_scheduled", "_overlapping", "_yielding")
 
-    def __init__(self, runtime) -> None:
-        self.runtime = runtime
-        self.bind_server(runtime.server)
+    def __init__(self, server, effects, persistence) -> None:
+        """`effects`: the interpreter of the node's effects (server/effects.py);
+        `persistence`: the AOF's service, whose writer holds replies."""
+        self.effects = effects
+        self.persistence = persistence
+        self.bind_server(server)
         self._reading_paused_for_output = False
         self._reading_paused_for_pending = False
         self._resume_scheduled = False
@@ -133,8 +136,8 @@ class ClientConnection(ConnectionBase, asyncio.Protocol):
     # ------------------------------------------- the engine's hooks (conn.pxd)
 
     def after_commands(self) -> None:
-        """The effects of the commands just run, carried out by the runtime."""
-        self.runtime.after_commands()
+        """The effects of the commands just run, carried out."""
+        self.effects.after_commands()
 
     def run_commands(self, commands: list, now: float, prefix: bytes | None) -> None:
         """The commands of a read the fast path did not run (the base's
@@ -372,7 +375,7 @@ class ClientConnection(ConnectionBase, asyncio.Protocol):
         """Write replies now (at the turn's end for a pipelined read:
         write_out), or once the AOF records they depend on are written
         (appendfsync always: fsynced). Replies keep their order."""
-        writer = self.runtime.persistence.writer
+        writer = self.persistence.writer
         if writer is not None and writer.state == AOF_ON:
             entry = [payload, False]
             if writer.hold_reply(self._released_entry(entry)):

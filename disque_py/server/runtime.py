@@ -59,8 +59,10 @@ class Runtime:
         self.server.port = config.port
         self.server.set_requirepass(config.requirepass)
         self.server.announce_ip = announce_ip
-        self.cluster = ClusterService(self, self.node, config, records, announce_ip)
-        self.persistence = PersistenceService(self, self.node, config, self.server)
+        self.cluster = ClusterService(self.node, config, records, announce_ip, self.tls,
+                                      self._apply_effects)
+        self.persistence = PersistenceService(self.node, config, self.server,
+                                              lambda: self.stopping)
         self.server.attach_services(self.cluster, self.persistence)
         self.effects = EffectInterpreter(self.node, self.server, self.cluster, self.persistence,
                                          self.request_shutdown)
@@ -94,18 +96,13 @@ class Runtime:
         self.node.maxmemory = limit
         self.server.free_memory()
 
-    # ------------------------------------------- what the services call here
-
-    @property
-    def bus_tls(self):
-        """(server, client) TLS contexts for the cluster bus, or None."""
-        return self.tls.bus
-
-    def apply_effects(self) -> None:
+    def _apply_effects(self) -> None:
+        """What the cluster service calls after a message or a view change
+        (the interpreter is made after the services it drives)."""
         self.effects.apply()
 
-    def after_commands(self) -> None:
-        self.effects.after_commands()
+    def _new_connection(self) -> ClientConnection:
+        return ClientConnection(self.server, self.effects, self.persistence)
 
     # ------------------------------------------------------------ start-up
 
@@ -125,8 +122,7 @@ class Runtime:
         # the load, most commands get -LOADING (persistence_service.py).
         self.persistence.begin_loading()
         try:
-            self.listeners = Listeners(loop, config, lambda: ClientConnection(self),
-                                       self.tls.listener)
+            self.listeners = Listeners(loop, config, self._new_connection, self.tls.listener)
             self.server.port = await self.listeners.open()
             await self.http.start()
             await self.persistence.load_and_open(loop)

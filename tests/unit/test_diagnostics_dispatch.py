@@ -141,15 +141,18 @@ class FakeTransport:
         pass
 
 
-class FakeRuntime:
-    class persistence:
-        writer = None
+class NoAof:
+    writer = None
 
-    def __init__(self, server) -> None:
-        self.server = server
+
+class DroppedEffects:
+    """The effects of the commands, dropped: these tests read replies only."""
+
+    def __init__(self, node) -> None:
+        self.node = node
 
     def after_commands(self) -> None:
-        self.server.node.take_effects()
+        self.node.take_effects()
 
 
 @pytest.fixture
@@ -162,7 +165,7 @@ def step_clock(server):
 @pytest.fixture
 def conn(server):
     server.call_soon = lambda callback: callback()      # replies written at once
-    conn = ClientConnection(FakeRuntime(server))
+    conn = ClientConnection(server, DroppedEffects(server.node), NoAof)
     conn.transport = FakeTransport()
     conn.session = server.new_session("127.0.0.1:1", "127.0.0.1:7711", -1, conn)
     return conn

@@ -119,17 +119,16 @@ def test_describe_gives_percent_sizes_items_rate_and_eta(fake_clock):
 
 # ------------------------------------------------------------------ the load
 
-class StubRuntime:
-    """What the load asks of the runtime: whether a shutdown was asked. Each
-    question is one turn of the loop between two slices: the test's hook
-    runs there, as a client's INFO would."""
+class ShutdownQuestion:
+    """What the load asks between two slices: whether a shutdown was asked.
+    Each question is one turn of the loop between two slices: the test's
+    hook runs there, as a client's INFO would."""
 
     def __init__(self, between_slices) -> None:
         self.between_slices = between_slices
         self.stop = False
 
-    @property
-    def stopping(self) -> bool:
+    def __call__(self) -> bool:
         self.between_slices()
         return self.stop
 
@@ -170,8 +169,8 @@ def loader(tmp_path, node, fake_clock):
         seen.append(dict(service.info()))
         fake_clock.now += SLICE_SECONDS
 
-    runtime = StubRuntime(between_slices)
-    service = PersistenceService(runtime, node, Config(), server, clock=fake_clock)
+    service = PersistenceService(node, Config(), server, ShutdownQuestion(between_slices),
+                                 clock=fake_clock)
     server.persistence = service
     server.persistence_info = service.info
     service.path = str(tmp_path / "disque.aof")
@@ -243,7 +242,7 @@ def test_commands_get_loading_but_info_and_the_loader_do_not(loader):
                              [b"q"] if name == b"QLEN" else [])
             replies.setdefault(name, server.commands.dispatch(server, client, argv))
 
-    loader.runtime.between_slices = ask
+    loader.stopping.between_slices = ask
     load(loader)
     loading = LoadingError("Disque is loading the dataset in memory")
     assert replies[b"PING"] == replies[b"ADDJOB"] == replies[b"QLEN"] == loading
@@ -260,9 +259,9 @@ def test_a_shutdown_during_the_load_stops_it_and_leaves_the_file(loader, tmp_pat
 
     def stop_at_third():
         slices.append(None)
-        loader.runtime.stop = len(slices) >= 3
+        loader.stopping.stop = len(slices) >= 3
 
-    loader.runtime.between_slices = stop_at_third
+    loader.stopping.between_slices = stop_at_third
     with pytest.raises(LoadStopped):
         load(loader)
     assert len(slices) == 3
