@@ -54,7 +54,7 @@ from disque_py.engine._core import (  # noqa: E402  model/job.pxd
 from disque_py.engine._core import (  # noqa: E402  model/options.pxd, table, schedule, queue
     DEAD_NONE, DEAD_MAX_DELIVERIES, DEFAULT_PRIORITY, MAX_PRIORITY, TABLE_PARTITIONS, BUCKET_MS,
     PAUSED_IN, PAUSED_OUT, PAUSED_ALL, DEDUP_MEMORY_OVERHEAD)
-from disque_py.engine._core import (  # noqa: E402  node/node.pxd
+from disque_py.engine._core import (  # noqa: E402  node/core.pxd
     WILLQUEUE_ADVANCE_MS, TIME_ERROR_MS, DEFAULT_TTL_S, DEFAULT_RETRY_MAX_S,
     MAX_DEFAULT_REPLICATION, GC_RETRY_MIN_PERIOD_MS, GC_RETRY_MAX_PERIOD_MS, GC_RETRY_COUNT_MAX,
     GC_JITTER_MS, GONE_ACKED, GONE_DELETED, GONE_EXPIRED, GONE_MOVED, JOB_MEMORY_OVERHEAD,

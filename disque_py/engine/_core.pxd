@@ -21,7 +21,7 @@ include "model/extra.pxd"
 include "net/resp.pxd"
 # node/: one node's jobs, their lifecycle, and the hooks into the node layer
 include "node/hooks.pxd"
-include "node/node.pxd"
+include "node/core.pxd"
 include "node/addjob.pxd"
 include "node/delivery.pxd"
 include "node/acks.pxd"

@@ -19,7 +19,7 @@
 #   extra.pxi        a job's replication or ack-collection record
 # node/    one node's jobs and their lifecycle
 #   hooks.pxi        NodeHooks: every call the engine makes into the node layer
-#   node.pxi         NodeCore: the state and the lifecycle every path shares
+#   core.pxi         NodeCore: the state and the lifecycle every path shares
 #   addjob.pxi       ADDJOB
 #   delivery.pxi     GETJOB's take, ENQUEUE, DEQUEUE, NACK, WORKING
 #   acks.pxi         ACKJOB, FASTACK, DELJOB, dummy acks
@@ -63,7 +63,7 @@ include "model/dedup_table.pxi"
 include "model/wire.pxi"
 include "model/extra.pxi"
 include "node/hooks.pxi"
-include "node/node.pxi"
+include "node/core.pxi"
 include "node/addjob.pxi"
 include "node/delivery.pxi"
 include "node/acks.pxi"

@@ -1,7 +1,7 @@
 """The memory policy: what a node frees near maxmemory, how full it is,
 and the idle queues it forgets.
 
-NodeCore (engine/node/node.pxi) derives two thresholds from maxmemory:
+NodeCore (engine/node/core.pxi) derives two thresholds from maxmemory:
 memory_warn_at (75%: ADDJOB keeps no local copy above it, REPLJOB takes
 none) and memory_evict_at (95%: every command first tries to free memory,
 and those that grow it are refused if that fails; the engine asks through

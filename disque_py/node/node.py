@@ -2,7 +2,7 @@
 that react to the cluster and to parked clients.
 
 NodeCore (engine/node/) holds the jobs, the queues, the awake schedule and
-the job lifecycle (engine/node/node.pxi has the state machine and the rules
+the job lifecycle (engine/node/core.pxi has the state machine and the rules
 it keeps). Node is that core plus components, each with the state it owns
 and the others it needs given when it is made:
 

@@ -5,7 +5,7 @@
 # A plain job carries none and pays one pointer test where they matter: a
 # job with options points to its JobOptions (Job.options_, 8 bytes in every
 # job record; a side table cost a dict insert per job, ~400 instructions
-# of an ADDJOB). The rules they add (node.pxi applies them):
+# of an ADDJOB). The rules they add (core.pxi applies them):
 #
 #   * a job is delivered 1 + nacks + additional-deliveries times before a
 #     re-queue; when that reaches max_deliveries, the re-queue puts it in

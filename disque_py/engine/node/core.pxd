@@ -1,4 +1,4 @@
-# NodeCore (node.pxi and the parts beside it): one node's jobs and the job
+# NodeCore (core.pxi and the parts beside it): one node's jobs and the job
 # lifecycle; the hooks it calls on the node layer are declared in hooks.pxd.
 
 cpdef enum:
