@@ -94,7 +94,7 @@ def byte_size(size: float) -> str:
 def make_environment() -> jinja2.Environment:
     env = jinja2.Environment(loader=jinja2.PackageLoader("disque_py.web.dashboard", "templates"),
                              autoescape=True, undefined=jinja2.StrictUndefined)
-    env.filters.update(duration=duration, figure=figure, human=svg.human, when=when,
+    env.filters.update(duration=duration, figure=figure, when=when,
                        pct=lambda raw: quote_from_bytes(raw, safe=""))
     return env
 
