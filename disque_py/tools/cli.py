@@ -103,13 +103,15 @@ def server(config_file, port, bind, directory, http_port, http_bind) -> None:
               help="The nodes' rereplicate directive: copy jobs again when holders are lost. "
                    "With it, a lost job is excused only if REPLICATE nodes were killed at once "
                    "(without an AOF).")
-@click.option("--pauses/--no-pauses", default=True, show_default=True,
-              help="SIGSTOP/SIGCONT faults besides kill -9 (--no-pauses: kill -9 only).")
+@click.option("--faults", "fault_names", default="kill,pause", show_default=True,
+              metavar="KIND[,KIND...]",
+              help="The kinds of fault, comma separated: kill (-9, then a restart), "
+                   "pause (SIGSTOP, then SIGCONT). With the AOF on, BGREWRITEAOFs too.")
 @click.option("--json", "json_path", is_flag=False, flag_value="", metavar="[FILE]",
               type=click.Path(dir_okay=False),
               help="Also write the report as JSON: to FILE, or without FILE to "
                    "chaos-reports/chaos-SEED-TIME.json (git ignores chaos-reports/).")
-def chaos(json_path, **options) -> None:
+def chaos(json_path, fault_names, **options) -> None:
     """Kill, pause and restart real nodes under load; check no job is lost.
 
     Starts the nodes on free 127.0.0.1 ports, joins them, runs producers
@@ -118,7 +120,11 @@ def chaos(json_path, **options) -> None:
     nodes; then restarts everything, drains, and reports lost, delivered and
     duplicated jobs. Exit status 1 on a lost acknowledged job or a server
     crash; every node started is stopped, even on Ctrl-C."""
-    from disque_py.tools.chaos.run import ChaosOptions, run
+    from disque_py.tools.chaos.run import ChaosOptions, fault_kinds, run
+    try:
+        options["faults"] = fault_kinds(fault_names)
+    except ValueError as error:
+        raise click.BadParameter(str(error), param_hint="'--faults'") from None
     try:
         report = run(ChaosOptions(**options), click.echo)
     except RuntimeError as error:

@@ -9,15 +9,16 @@ import os
 import random
 import shutil
 import subprocess
+import time
 
 import pytest
 from click.testing import CliRunner
 
 from disque_py.tools.chaos.faults import Event, FaultInjector, FaultPlan
 from disque_py.tools.chaos.ledger import Delivery, Ledger, job_body
-from disque_py.tools.chaos.nodes import tracebacks_in
+from disque_py.tools.chaos.nodes import EXITED, KILLED, PAUSED, UP, tracebacks_in
 from disque_py.tools.chaos.report import LostJob, Report, verdict_counts
-from disque_py.tools.chaos.run import ChaosOptions, Run
+from disque_py.tools.chaos.run import ChaosOptions, Run, fault_kinds
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -139,7 +140,7 @@ def test_the_report_fails_on_lost_jobs_but_not_on_excused_or_after_ack_ones():
 
 
 def test_the_fault_record_says_which_nodes_were_down_at_a_moment():
-    injector = FaultInjector([], FaultPlan(2, 1.0, (1, 2), (1, 2), False), random.Random(1))
+    injector = FaultInjector([], FaultPlan(2, 1.0), random.Random(1))
     for at, kind, node in [(1, "kill", 0), (2, "pause", 1), (3, "resume", 1),
                            (4, "restart", 0), (5, "kill", 1)]:
         injector.events.append(Event(at, kind, node))
@@ -147,7 +148,70 @@ def test_the_fault_record_says_which_nodes_were_down_at_a_moment():
     assert injector.down_at(2.5) == {0: "kill", 1: "pause"}
     assert injector.down_at(3.5) == {0: "kill"}
     assert injector.down_at(9) == {1: "kill"}
-    assert injector.kills_after(1.5) == {1}
+    assert injector.losses_after(1.5) == {1}
+    assert injector.most_lost_at_once(0) == 1       # node0 back before node1 was killed
+
+
+class FakeNode:
+    """What the injector asks of a node, with no process behind it."""
+
+    def __init__(self, index: int) -> None:
+        self.index, self.name, self.state, self.exits = index, f"node{index}", UP, []
+        self.starts = 1
+
+    def kill(self) -> None:
+        self.state = KILLED
+
+    def pause(self) -> None:
+        self.state = PAUSED
+
+    def resume(self) -> None:
+        self.state = UP
+
+    def start(self) -> None:
+        self.state, self.starts = UP, self.starts + 1
+
+    def wait_ready(self) -> None:
+        pass
+
+    def check_exit(self):
+        """An exit queued by the test, once, as the real node reports it."""
+        if not self.exits:
+            return None
+        self.state = EXITED
+        return self.exits.pop()
+
+
+def test_each_kind_is_drawn_first_then_max_down_bounds_what_is_down_at_once():
+    nodes = [FakeNode(i) for i in range(4)]
+    injector = FaultInjector(nodes, FaultPlan(2, 1.0, ("kill", "pause")), random.Random(3))
+    injector.inject(0.0)
+    injector.inject(0.0)
+    assert [event.kind for event in injector.events] == ["kill", "pause"]
+    for _ in range(20):
+        injector.inject(0.0)
+    assert len(injector.down()) == 2 == sum(node.state != UP for node in nodes)
+    injector.recover_all(timeout=5)
+    assert not injector.harms and all(node.state == UP for node in nodes)
+    assert injector.count("restart") == 1 and injector.count("resume") == 1
+
+
+def test_a_node_that_exits_by_itself_is_recorded_as_a_crash_and_restarted():
+    node = FakeNode(0)
+    injector = FaultInjector([node], FaultPlan(1, 1.0), random.Random(1))
+    node.exits.append(1)
+    injector.recover_due(0.0)
+    assert injector.count("crash") == 1
+    injector.recover_due(time.monotonic())
+    assert injector.count("restart") == 1 and not injector.harms
+
+
+def test_fault_kinds_are_checked_against_the_known_ones():
+    assert fault_kinds("kill, pause,kill") == ("kill", "pause")
+    with pytest.raises(ValueError, match="unknown fault kind.*bogus.*known:.* kill, pause"):
+        fault_kinds("kill,bogus")
+    with pytest.raises(ValueError):
+        fault_kinds(",")
 
 
 def test_cleanup_after_a_stop_signal_before_the_injector_started_still_kills_the_nodes(
@@ -157,8 +221,7 @@ def test_cleanup_after_a_stop_signal_before_the_injector_started_still_kills_the
     chaos = Run(ChaosOptions(directory=str(tmp_path)), echo=lambda line: None)
     killed = []
     chaos.fleet = type("Fleet", (), {"force_kill": lambda self: killed.append(True)})()
-    chaos.threads = [FaultInjector([], FaultPlan(1, 4.0, (1, 2), (1, 2), False),
-                                   random.Random(1))]
+    chaos.threads = [FaultInjector([], FaultPlan(1, 4.0), random.Random(1))]
     chaos.cleanup(keep=False)
     assert killed == [True]
 

@@ -1,9 +1,9 @@
 """A real-process chaos checker: `disque-py chaos` (and `make chaos`).
 
 Starts N disque-server processes on 127.0.0.1, joins them, and runs real
-clients against random nodes while a fault injector kills (-9), pauses
-(SIGSTOP) and restarts nodes; then brings everything back, drains the
-queues and checks the clients' record: no job acknowledged by ADDJOB is
+clients against random nodes while a fault injector hits them with the
+kinds of fault asked for (kill -9, SIGSTOP, ...: faults/); then brings
+everything back, drains the queues and checks the clients' record: no job acknowledged by ADDJOB is
 lost, no server crashed; duplicates and deliveries after an acknowledged
 ACKJOB are counted and reported.
 
@@ -12,7 +12,7 @@ ACKJOB are counted and reported.
   cluster.py   the nodes as a cluster: form, full mesh, job views, stop
   ledger.py    what the clients saw, and the checks over it
   workload.py  producer and consumer threads
-  faults.py    the fault injector
+  faults/      the kinds of fault, and the injector that draws and undoes them
   report.py    the report and the exit status
   run.py       the phases of a run; run(ChaosOptions) -> Report
 

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 from disque_py.tools.chaos.link import Link, LinkError
-from disque_py.tools.chaos.nodes import HOST, Node
+from disque_py.tools.chaos.nodes import Launch, Node
 
 QUERY_TIMEOUT_S = 3.0
 MESH_POLL_S = 0.25
@@ -24,7 +24,7 @@ SHOWN_FIELDS = ("state", "queue", "nacks", "additional-deliveries", "nodes-deliv
 
 
 def query(node: Node, *command, timeout: float = QUERY_TIMEOUT_S):
-    link = Link(node.port, timeout)
+    link = Link(node.host, node.port, timeout)
     try:
         return link.call(*command)
     finally:
@@ -36,12 +36,13 @@ def text(value) -> str:
 
 
 class Fleet:
-    def __init__(self, base_dir: Path, count: int, server_args: list[str]) -> None:
-        self.nodes = [Node(i, Path(base_dir) / f"node{i}", server_args) for i in range(count)]
+    def __init__(self, base_dir: Path, launches: list[Launch], server_args: list[str]) -> None:
+        self.nodes = [Node(i, Path(base_dir) / f"node{i}", server_args, launch)
+                      for i, launch in enumerate(launches)]
 
     @property
-    def ports(self) -> list[int]:
-        return [node.port for node in self.nodes]
+    def addresses(self) -> list[tuple[str, int]]:
+        return [(node.host, node.port) for node in self.nodes]
 
     def start(self, mesh_timeout: float) -> None:
         for node in self.nodes:       # boot all at once, then wait for each
@@ -49,7 +50,7 @@ class Fleet:
         for node in self.nodes:
             node.wait_ready()
         for node in self.nodes[1:]:
-            query(self.nodes[0], "CLUSTER", "MEET", HOST, node.port)
+            query(self.nodes[0], "CLUSTER", "MEET", node.host, node.port)
         if not self.wait_mesh(mesh_timeout):
             raise RuntimeError(f"no full mesh of {len(self.nodes)} nodes within "
                                f"{mesh_timeout:g}s: {self.mesh_problems()}")

@@ -17,8 +17,6 @@ import redis.backoff
 import redis.exceptions
 import redis.retry
 
-from disque_py.tools.chaos.nodes import HOST
-
 
 class LinkError(Exception):
     """A command that did not get a normal reply."""
@@ -39,10 +37,10 @@ class Refused(LinkError):
 class Link:
     """One connection to one node, reconnected on the next call after a failure."""
 
-    def __init__(self, port: int, timeout: float) -> None:
+    def __init__(self, host: str, port: int, timeout: float) -> None:
         self.port = port
         self._conn = redis.Connection(
-            host=HOST, port=port, socket_timeout=timeout, socket_connect_timeout=timeout,
+            host=host, port=port, socket_timeout=timeout, socket_connect_timeout=timeout,
             protocol=2, retry=redis.retry.Retry(redis.backoff.NoBackoff(), 0),
             lib_name=None, lib_version=None)
 
@@ -68,15 +66,15 @@ class Link:
 class Links:
     """A thread's links to every node, by node index, made on first use."""
 
-    def __init__(self, ports: list[int], timeout: float) -> None:
-        self.ports = ports
+    def __init__(self, addresses: list[tuple[str, int]], timeout: float) -> None:
+        self.addresses = addresses
         self.timeout = timeout
         self._links: dict[int, Link] = {}
 
     def __getitem__(self, index: int) -> Link:
         link = self._links.get(index)
         if link is None:
-            link = self._links[index] = Link(self.ports[index], self.timeout)
+            link = self._links[index] = Link(*self.addresses[index], self.timeout)
         return link
 
     def call(self, index: int, *args):

@@ -1,10 +1,12 @@
 """The chaos run's disque-server processes: start, kill -9, pause, restart, stop.
 
 Owns every process the checker starts, and nothing else. Each node is one
-`python -m disque_py` bound to 127.0.0.1 only, in its own directory
-(nodes.conf, the AOF, server.log, stderr.log), on a client port whose bus
-port (+10000) was free too when chosen; a restart reuses the same port and
-directory, so the node keeps its identity and its AOF. Rules kept: signals go
+`python -m disque_py` bound to its host only (127.0.0.1, or its address in
+a network namespace the run made), in its own directory (nodes.conf, the
+AOF, server.log, stderr.log), on a client port whose bus port (+10000) was
+free too when chosen; a restart reuses the same port and directory, so the
+node keeps its identity and its AOF. A Launch says how the command runs
+(inside `ip netns exec`, with a preloaded library and its environment). Rules kept: signals go
 to the PIDs recorded here, never to a name; nodes run in their own session,
 so a Ctrl-C in the terminal reaches only the checker, which then stops them
 itself; stop() works from any state (paused, killed, half started).
@@ -19,7 +21,7 @@ import socket
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from disque_py.tools.loopback import HOST, free_port
@@ -36,6 +38,16 @@ UP, KILLED, PAUSED, EXITED = "up", "killed", "paused", "exited"
 
 
 @dataclass
+class Launch:
+    """How a node's command line runs: the address it binds, a prefix
+    (e.g. `ip netns exec NAME`) and extra environment variables."""
+
+    host: str = HOST
+    prefix: tuple[str, ...] = ()
+    env: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
 class Crash:
     """A traceback found in a node's log, or an exit nobody asked for."""
 
@@ -48,8 +60,11 @@ class Crash:
 class Node:
     """One disque-server process, restartable on the same port and directory."""
 
-    def __init__(self, index: int, directory: Path, server_args: list[str]) -> None:
+    def __init__(self, index: int, directory: Path, server_args: list[str],
+                 launch: Launch | None = None) -> None:
         self.index = index
+        self.launch = launch or Launch()
+        self.host = self.launch.host
         self.name = f"node{index}"
         self.dir = Path(directory)
         self.dir.mkdir(parents=True, exist_ok=True)
@@ -61,14 +76,15 @@ class Node:
         self.unexpected_exits: list[int] = []
 
     def command_line(self) -> list[str]:
-        return [sys.executable, "-m", "disque_py", "--port", str(self.port),
-                "--bind", HOST, "--dir", str(self.dir),
+        return [*self.launch.prefix, sys.executable, "-m", "disque_py", "--port", str(self.port),
+                "--bind", self.host, "--dir", str(self.dir),
                 "--logfile", str(self.dir / SERVER_LOG), *self.server_args]
 
     def start(self) -> None:
         with open(self.dir / STDERR_LOG, "ab") as stderr:
             self.proc = subprocess.Popen(self.command_line(), stdin=subprocess.DEVNULL,
                                          stdout=stderr, stderr=stderr, cwd=self.dir,
+                                         env={**os.environ, **self.launch.env},
                                          start_new_session=True)
         self.state = UP
         self.starts += 1
@@ -87,7 +103,7 @@ class Node:
 
     def answers_ping(self, timeout: float = 0.5) -> bool:
         try:
-            with socket.create_connection((HOST, self.port), timeout=timeout) as sock:
+            with socket.create_connection((self.host, self.port), timeout=timeout) as sock:
                 sock.sendall(b"PING\r\n")
                 return sock.recv(64).startswith(b"+PONG")
         except OSError:

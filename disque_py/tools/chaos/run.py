@@ -25,9 +25,9 @@ from pathlib import Path
 from typing import Callable
 
 from disque_py.tools.chaos.cluster import Fleet
-from disque_py.tools.chaos.faults import FaultInjector, FaultPlan
+from disque_py.tools.chaos.faults import DEFAULT_KINDS, KINDS, FaultInjector, FaultPlan
 from disque_py.tools.chaos.ledger import Ledger
-from disque_py.tools.chaos.nodes import Crash
+from disque_py.tools.chaos.nodes import Crash, Launch
 from disque_py.tools.chaos.report import LostJob, Report, verdict_counts
 from disque_py.tools.chaos.workload import (BACKLOG_PRODUCER_BASE, BACKLOG_QUEUE, Consumer,
                                             JobSpec, Producer)
@@ -37,8 +37,6 @@ RECOVER_TIMEOUT_S = 60.0
 PROGRESS_EVERY_S = 30.0
 POLL_S = 0.5
 TTL_MARGIN_S = 3600
-KILL_DOWN_S = (2.0, 10.0)
-PAUSE_S = (1.0, 6.0)
 THREAD_JOIN_TIMEOUT_S = 60.0
 FAULT_CONTEXT_S = 15.0       # faults shown before an ack or an add, to explain a finding
 FAULT_CONTEXT_EVENTS = 8
@@ -68,18 +66,34 @@ class ChaosOptions:
     settle_timeout: float = 30.0
     backlog: int = 0                   # jobs added before the faults, read only by the drain
     rereplicate: bool = True           # the nodes' `rereplicate` directive
-    pauses: bool = True                # SIGSTOP/SIGCONT faults too (False: kill -9 only)
+    faults: tuple[str, ...] = DEFAULT_KINDS   # the kinds of fault (faults/)
+
+    def fault_kinds(self) -> tuple[str, ...]:
+        """The kinds asked for, and AOF rewrites when the AOF is on (so
+        that the other faults land during rewrites too)."""
+        return self.faults + (("rewrite",) if self.appendonly else ())
 
     def settings(self) -> dict:
         return {"nodes": self.nodes, "duration": f"{self.duration:g}s",
                 "replicate": self.replicate, "max-down": self.max_down,
                 "appendonly": "yes (fsync always)" if self.appendonly else "no",
                 "rereplicate": "yes" if self.rereplicate else "no",
-                "backlog": self.backlog, "faults": "kill, pause" if self.pauses else "kill",
+                "backlog": self.backlog, "faults": ", ".join(self.fault_kinds()),
                 "producers": self.producers, "consumers": self.consumers,
                 "rate": f"{self.rate:g}/s", "retry": f"{self.retry}s",
                 "node-timeout": f"{self.node_timeout_ms}ms",
                 "fault-interval": f"{self.fault_interval:g}s"}
+
+
+def fault_kinds(names: str) -> tuple[str, ...]:
+    """`--faults kill,pause`: the kinds named, in order, each once; ValueError
+    naming the known ones for a word that is not one."""
+    kinds = tuple(dict.fromkeys(word.strip() for word in names.split(",") if word.strip()))
+    unknown = [kind for kind in kinds if kind not in KINDS]
+    if unknown or not kinds:
+        raise ValueError(f"unknown fault kind(s) {', '.join(unknown) or '(none given)'}; "
+                         f"known: {', '.join(sorted(KINDS))}")
+    return kinds
 
 
 class Run:
@@ -92,7 +106,8 @@ class Run:
         self.echo = echo
         self.rng = random.Random(options.seed)
         self.base_dir = self._make_dir()
-        self.fleet = Fleet(self.base_dir, options.nodes, self._server_args())
+        self.fleet = Fleet(self.base_dir, [Launch() for _ in range(options.nodes)],
+                           self._server_args())
         self.ledger = Ledger()
         self.started = time.monotonic()
         self.elapsed: dict[str, float] = {}
@@ -120,7 +135,7 @@ class Run:
         self.echo(f"chaos: seed {self.options.seed}, {self.options.nodes} nodes in "
                   f"{self.base_dir}")
         self.fleet.start(MESH_TIMEOUT_S)
-        self.echo(f"chaos: cluster formed on ports {self.fleet.ports}")
+        self.echo(f"chaos: cluster formed: {self._addresses_text()}")
         self._phase("setup")
         if self.options.backlog:
             self._load_backlog()
@@ -155,8 +170,11 @@ class Run:
         return random.Random(self.rng.randrange(1 << 32))
 
     def _plan(self) -> FaultPlan:
-        return FaultPlan(self.options.max_down, self.options.fault_interval, KILL_DOWN_S,
-                         PAUSE_S, rewrites=self.options.appendonly, pauses=self.options.pauses)
+        return FaultPlan(self.options.max_down, self.options.fault_interval,
+                         self.options.fault_kinds())
+
+    def _addresses_text(self) -> str:
+        return " ".join(f"{host}:{port}" for host, port in self.fleet.addresses)
 
     def _spec(self) -> JobSpec:
         o = self.options
@@ -170,7 +188,8 @@ class Run:
         loaders = [Producer(BACKLOG_PRODUCER_BASE + n, o.seed, None, self._spec(),
                             queues=(BACKLOG_QUEUE,),
                             limit=o.backlog // count + (n < o.backlog % count),
-                            rng=self._rng(), ports=self.fleet.ports, ledger=self.ledger)
+                            rng=self._rng(), addresses=self.fleet.addresses,
+                            ledger=self.ledger)
                    for n in range(count)]
         self.threads = list(loaders)
         for loader in loaders:
@@ -184,7 +203,7 @@ class Run:
     def _start_workers(self) -> tuple[list[Producer], list[Consumer]]:
         o = self.options
         spec = self._spec()
-        common = dict(ports=self.fleet.ports, ledger=self.ledger)
+        common = dict(addresses=self.fleet.addresses, ledger=self.ledger)
         producers = [Producer(n, o.seed, o.rate / o.producers, spec, rng=self._rng(), **common)
                      for n in range(o.producers)]
         consumers = [Consumer(n, rng=self._rng(), **common) for n in range(o.consumers)]
@@ -211,8 +230,9 @@ class Run:
         line = (f"chaos: {phase} {elapsed:4.0f}s: " + ", ".join(f"{k} {v}" for k, v in
                                                              counts.items()))
         if injector is not None:
-            line += (f"; kills {injector.count('kill')}, pauses {injector.count('pause')}, "
-                     f"down now {injector.down() or 'none'}")
+            line += "; " + ", ".join(f"{kind} {injector.count(kind)}"
+                                     for kind in self.options.fault_kinds())
+            line += f", down now {injector.down_text() or 'none'}"
         else:
             line += f"; undelivered {self.ledger.undelivered()}"
         return line
@@ -259,8 +279,8 @@ class Run:
         lost = [self._lost_job(record) for record in verdict.lost]
         held = self.fleet.jobs_held()
         crashes = self._stop_nodes()
-        faults = {kind: injector.count(kind) for kind in ("kill", "pause", "rewrite", "resume",
-                                                          "crash", "start-failed")}
+        faults = {kind: injector.count(kind) for kind in
+                  (*self.options.fault_kinds(), "resume", "crash", "start-failed")}
         faults["restarts"] = self.fleet.restarts()
         self._write_timeline(injector)
         counts = verdict_counts(verdict, self.ledger.add_errors)
@@ -279,11 +299,11 @@ class Run:
         excused = ""
         if self.options.rereplicate:
             # Copies heal: only REPLICATE nodes down at once can take every copy.
-            at_once = self.injector.most_killed_at_once(record.added_at)
+            at_once = self.injector.most_lost_at_once(record.added_at)
             if not self.options.appendonly and at_once >= self.options.replicate:
                 excused = f"no AOF, {at_once} node(s) killed at once after it was added"
         else:
-            killed = self.injector.kills_after(record.added_at)
+            killed = self.injector.losses_after(record.added_at)
             if not self.options.appendonly and len(killed) >= self.options.replicate:
                 excused = f"no AOF, {len(killed)} node(s) killed after it was added"
         faults = self._faults_text(record.added_at - FAULT_CONTEXT_S, time.monotonic())

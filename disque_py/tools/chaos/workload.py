@@ -54,12 +54,12 @@ class JobSpec:
 class Worker(threading.Thread):
     """A daemon thread with a stop event, its own RNG and links; errors are kept."""
 
-    def __init__(self, name: str, rng: random.Random, ports: list[int],
+    def __init__(self, name: str, rng: random.Random, addresses: list[tuple[str, int]],
                  ledger: Ledger, socket_timeout: float) -> None:
         super().__init__(name=name, daemon=True)
         self.rng = rng
-        self.nodes = len(ports)
-        self.links = Links(ports, socket_timeout)
+        self.nodes = len(addresses)
+        self.links = Links(addresses, socket_timeout)
         self.ledger = ledger
         self.stopping = threading.Event()
         self.error: BaseException | None = None

@@ -1,0 +1,85 @@
+"""What a kind of fault is: it picks its victims, does its harm, and undoes it.
+
+Each kind is a class registered under the word `--faults` takes. The
+injector asks one kind at a time to inject; the kind answers with a Harm
+(what it did, to which nodes, when it is to be undone) or None when it
+could do nothing now (every candidate is down already, say). Harm.heal()
+undoes it: True once done, False to be tried again later (a node that
+failed to start). Rules kept: a kind touches only the nodes the injector
+offers it, and records what it does through the injector, so the run's
+timeline (faults.txt, the report's explanations) has every fault and heal.
+
+Kinds that take a node out of the cluster (`takes_down`) count against the
+run's max_down while their harm lasts; kinds that can make a node lose what
+it had not written (`loses_data`) are what a lost job may be excused by
+when the AOF is off.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable, ClassVar
+
+if TYPE_CHECKING:
+    from disque_py.tools.chaos.faults.injector import FaultInjector
+
+CLUSTER = -1           # an Event's node when it concerns no one node (a partition healed)
+CRASH = "crash"        # a node that exited by itself: restarted like a killed one
+RESTART = "restart"
+
+
+@dataclass
+class Event:
+    at: float        # time.monotonic()
+    kind: str        # a kind's name, or what undid it (restart, resume, ...)
+    node: int        # CLUSTER when it concerns no one node
+    detail: str = ""
+
+
+@dataclass
+class Harm:
+    """One injected fault, until it is undone."""
+
+    kind: str
+    nodes: tuple[int, ...]
+    heal_at: float                   # time.monotonic() when it is to be undone
+    heal: Callable[[], bool]         # True once undone, False: try again later
+    takes_down: bool = True
+    restarts: bool = False           # its heal starts the node again (kill, crash)
+
+
+class FaultKind:
+    """A kind of fault. `weight`: how often it is drawn against the others."""
+
+    name: ClassVar[str]
+    heal_name: ClassVar[str] = ""         # the Event that undoes it
+    takes_down: ClassVar[bool] = True
+    loses_data: ClassVar[bool] = False
+    weight: ClassVar[float] = 1.0
+
+    def __init__(self, injector: FaultInjector) -> None:
+        self.injector = injector
+
+    def inject(self, now: float) -> Harm | None:
+        raise NotImplementedError
+
+
+KINDS: dict[str, type[FaultKind]] = {}
+
+
+def register(kind: type[FaultKind]) -> type[FaultKind]:
+    KINDS[kind.name] = kind
+    return kind
+
+
+def down_kinds() -> set[str]:
+    """Events that take a node down, and those that bring it back."""
+    return {k.name for k in KINDS.values() if k.takes_down} | {CRASH}
+
+
+def back_kinds() -> set[str]:
+    return {k.heal_name for k in KINDS.values() if k.heal_name} | {RESTART}
+
+
+def data_loss_kinds() -> set[str]:
+    return {k.name for k in KINDS.values() if k.loses_data} | {CRASH}
