@@ -17,11 +17,11 @@ when the AOF is off.
 
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, ClassVar
+from typing import Callable, ClassVar, Protocol
 
-if TYPE_CHECKING:
-    from disque_py.tools.chaos.faults.injector import FaultInjector
+from disque_py.tools.chaos.nodes import Node
 
 CLUSTER = -1           # an Event's node when it concerns no one node (a partition healed)
 CRASH = "crash"        # a node that exited by itself: restarted like a killed one
@@ -48,6 +48,22 @@ class Harm:
     restarts: bool = False           # its heal starts the node again (kill, crash)
 
 
+class Injector(Protocol):
+    """What a kind asks of the injector (injector.py's FaultInjector), named
+    here so that this module need not import the one that imports it."""
+
+    nodes: list[Node]
+    rng: random.Random
+
+    def record(self, kind: str, node: int, detail: str = "") -> None: ...
+
+    def running(self) -> list[Node]: ...
+
+    def pick_victim(self) -> Node | None: ...
+
+    def notice_crashes(self) -> None: ...
+
+
 class FaultKind:
     """A kind of fault. `weight`: how often it is drawn against the others."""
 
@@ -57,7 +73,7 @@ class FaultKind:
     loses_data: ClassVar[bool] = False
     weight: ClassVar[float] = 1.0
 
-    def __init__(self, injector: FaultInjector) -> None:
+    def __init__(self, injector: Injector) -> None:
         self.injector = injector
 
     def inject(self, now: float) -> Harm | None:

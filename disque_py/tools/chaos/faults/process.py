@@ -10,7 +10,7 @@
 
 from __future__ import annotations
 
-from disque_py.tools.chaos.faults.base import RESTART, FaultKind, Harm, register
+from disque_py.tools.chaos.faults.base import RESTART, FaultKind, Harm, Injector, register
 from disque_py.tools.chaos.link import Link, LinkError
 from disque_py.tools.chaos.nodes import PAUSED, UP, Node
 
@@ -20,7 +20,7 @@ REWRITE_TIMEOUT_S = 2.0
 START_FAILED = "start-failed"
 
 
-def restart(injector, node: Node) -> bool:
+def restart(injector: Injector, node: Node) -> bool:
     """Start a node that is down again; False (recorded) if it does not come up."""
     if node.state == UP:
         return True
