@@ -41,12 +41,18 @@ HEARTBEAT_TYPES = (msg.PING, msg.PONG, msg.MEET)
 JOB_LIST_TYPES = (msg.REPLJOB, msg.YOURJOBS)
 QUEUE_OP_TYPES = (msg.NEEDJOBS, msg.PAUSE)
 EPOCH_VAR = "start-epoch"         # nodes.conf: vars start-epoch <n>
+NODES_CONF_WAY_OUT = ("Move it away to start this node as a new one (a new ID; its AOF's jobs "
+                      "are kept), then CLUSTER MEET it from a member and CLUSTER FORGET its "
+                      "old ID on every other node (docs/operating.md).")
 
 
 def load_identity(path: str, port: int, announce_ip: str) -> tuple[bytes, list]:
     """This node's ID from nodes.conf (made and saved at first start), and
-    every record the file holds."""
-    records = nodes_conf.load(path)
+    every record the file holds. StartupError if the file is damaged."""
+    try:
+        records = nodes_conf.load(path)
+    except nodes_conf.NodesConfError as error:
+        raise StartupError(f"Unrecoverable error: {error}. {NODES_CONF_WAY_OUT}") from None
     if records is None:
         node_id = nodes_conf.new_node_id()
         records = [nodes_conf.NodeRecord(node_id, announce_ip, port, {"myself"})]

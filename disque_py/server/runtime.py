@@ -219,5 +219,9 @@ def run_server(config, executable: str = "", on_ready=None) -> int:
     """Run until shutdown; the process exit code. on_ready() is called once
     the node listens."""
     import uvloop
-    runtime = Runtime(config, executable=executable or sys.argv[0])
+    try:
+        runtime = Runtime(config, executable=executable or sys.argv[0])
+    except StartupError as error:       # a damaged nodes.conf: before anything listens
+        log.warning("%s", error)
+        return 1
     return uvloop.run(runtime.run(on_ready))
