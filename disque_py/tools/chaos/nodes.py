@@ -72,6 +72,7 @@ class Node:
         self.server_args = list(server_args)
         self.proc: subprocess.Popen | None = None
         self.state = EXITED
+        self.member = True        # in the cluster (a spare slot of the run is not, until met)
         self.starts = 0
         self.unexpected_exits: list[int] = []
 

@@ -9,7 +9,9 @@ failed to start). Rules kept: a kind touches only the nodes the injector
 offers it, and records what it does through the injector, so the run's
 timeline (faults.txt, the report's explanations) has every fault and heal.
 
-Kinds that take a node out of the cluster (`takes_down`) count against the
+A kind may ask for environment variables on every node of the run
+(launch_env: a preloaded library, a test seam) and report figures it
+measured (measures). Kinds that take a node out of the cluster (`takes_down`) count against the
 run's max_down while their harm lasts; kinds that can make a node lose what
 it had not written (`loses_data`) are what a lost job may be excused by
 when the AOF is off.
@@ -18,10 +20,8 @@ when the AOF is off.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, ClassVar
-
-if TYPE_CHECKING:
-    from disque_py.tools.chaos.faults.injector import FaultInjector
+from pathlib import Path
+from typing import Callable, ClassVar
 
 CLUSTER = -1           # an Event's node when it concerns no one node (a partition healed)
 CRASH = "crash"        # a node that exited by itself: restarted like a killed one
@@ -57,11 +57,21 @@ class FaultKind:
     loses_data: ClassVar[bool] = False
     weight: ClassVar[float] = 1.0
 
-    def __init__(self, injector: FaultInjector) -> None:
-        self.injector = injector
+    def __init__(self, injector) -> None:
+        self.injector = injector       # the FaultInjector (injector.py) that draws this kind
+
+    @classmethod
+    def launch_env(cls, directory: Path) -> dict[str, str]:
+        """Environment a node needs for this kind (a preloaded clock, a
+        seam's side file in its `directory`), set from its first start."""
+        return {}
 
     def inject(self, now: float) -> Harm | None:
         raise NotImplementedError
+
+    def measures(self) -> dict[str, float]:
+        """Figures this kind measured, for the report."""
+        return {}
 
 
 KINDS: dict[str, type[FaultKind]] = {}
