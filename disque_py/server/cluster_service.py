@@ -269,17 +269,18 @@ class ClusterService:
         self.node.options_readers = {node.id: options_version_read(node.capabilities)
                                      for node in peers}
 
-    def choose_start_epoch(self, loaded_from_aof: bool) -> int:
+    def choose_start_epoch(self, loaded_from_aof: bool, whole: bool = True) -> int:
         """This run's start epoch: the one nodes.conf keeps when the jobs
         were loaded from an AOF (they are back: peers must not think them
-        lost), else a new one, saved before any peer can learn it."""
+        lost), else a new one, saved before any peer can learn it; a new
+        one too when the AOF was not `whole` (a record cut short was
+        dropped: copies it had confirmed may be gone)."""
         kept = nodes_conf.load_vars(self.config_path).get(EPOCH_VAR, "")
-        epoch = int(kept) if loaded_from_aof and kept.isdigit() and int(kept) else 0
+        keep = loaded_from_aof and whole and kept.isdigit() and int(kept)
+        epoch = int(kept) if keep else 0
         if not epoch:
             epoch = int.from_bytes(os.urandom(8), "big") or 1
-            log.notice("Start epoch %016x (%s)", epoch,
-                       "no jobs loaded from an AOF: the copies this node held are gone, "
-                       "its peers will copy them again" if kept else "none saved before")
+            log.notice("Start epoch %016x (%s)", epoch, _why_new_epoch(kept, loaded_from_aof))
         self.membership.epoch = epoch
         if str(epoch) != kept:
             self._save_or_retry_later()
@@ -364,3 +365,13 @@ class ClusterService:
             *((f"cluster_bus_{name}", count) for name, count in self.bus.stats.items()),
             *self.node.healing.info(),
         ]
+
+
+def _why_new_epoch(kept: str, loaded_from_aof: bool) -> str:
+    if not kept:
+        return "none saved before"
+    if not loaded_from_aof:
+        return ("no jobs loaded from an AOF: the copies this node held are gone, "
+                "its peers will copy them again")
+    return ("the AOF's last record was cut short and dropped: copies this node had "
+            "confirmed may be gone, its peers will copy them again")

@@ -131,7 +131,8 @@ class Runtime:
             return
         finally:
             self.persistence.end_loading()
-        self.cluster.choose_start_epoch(self.persistence.loaded_from_aof)
+        self.cluster.choose_start_epoch(self.persistence.loaded_from_aof,
+                                        whole=not self.persistence.dropped_torn_tail)
         await self.cluster.start(config.bind or [None], self.server.port)
         tenure_survivors()
         self.timer = JobTimer(loop, self.node, self.server, self.effects)

@@ -72,8 +72,10 @@ def offset_spec(offset_s: float) -> str:
 
 
 def write_offset(directory: Path, offset_s: float) -> None:
+    """Written whole (a new file renamed over the old one); the injector and
+    the keeper may both write one node's file: each has its own temporary."""
     path = Path(directory) / OFFSET_FILE
-    temp = path.with_name(path.name + ".tmp")
+    temp = path.with_name(f"{path.name}.{threading.get_ident()}.tmp")
     temp.write_text(offset_spec(offset_s))
     os.replace(temp, path)
 
@@ -147,8 +149,11 @@ class Clock(FaultKind):
         self.results = ProbeResults()
         self._lock = threading.Lock()
         self._keeper = threading.Thread(target=self._keep, name="clock-keeper", daemon=True)
+        self.keeper_error: BaseException | None = None
 
     def inject(self, now: float) -> Harm | None:
+        if self.keeper_error is not None:      # the run stops on it, as on its own errors
+            raise RuntimeError(f"clock keeper failed: {self.keeper_error!r}")
         running = self.injector.running()
         if not running:
             return None
@@ -161,7 +166,7 @@ class Clock(FaultKind):
                 self.probes.append(probe)
         write_offset(node.dir, skew.offset_at(now))
         self.injector.record(self.name, node.index, skew.describe())
-        if not self._keeper.is_alive():
+        if self._keeper.ident is None:
             self._keeper.start()
         return Harm(self.name, (node.index,), now + self.injector.rng.uniform(*HOLD_S),
                     lambda: self._fix(node), takes_down=False)
@@ -182,6 +187,12 @@ class Clock(FaultKind):
         return Probe(node, text(job_id), time.monotonic(), skew)
 
     def _keep(self) -> None:
+        try:
+            self._keep_going()
+        except BaseException as error:      # surfaced by the next inject
+            self.keeper_error = error
+
+    def _keep_going(self) -> None:
         """Drifting offsets written, probes watched, until the run ends."""
         while True:
             time.sleep(KEEPER_TICK_S)

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from disque_py.persistence import durable_report
+from disque_py.persistence import aof_format, durable_report
 from disque_py.tools.chaos.cluster import query
 from disque_py.tools.chaos.faults import damage, runbook
 from disque_py.tools.chaos.faults.base import RESTART, FaultKind, Harm, register
@@ -130,7 +130,7 @@ class PowerLoss(_DiskFault):
         inode, durable = report
         if inode != damage.inode(str(aof)):
             return "killed inside a rewrite's rename: the AOF left whole"
-        written = data[:damage.aof_format.data_end(data)]
+        written = data[:aof_format.data_end(data)]
         cut = damage.power_cut(self.injector.rng, written, durable)
         cut.apply(str(aof))
         return cut.what
