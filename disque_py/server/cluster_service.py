@@ -43,7 +43,7 @@ QUEUE_OP_TYPES = (msg.NEEDJOBS, msg.PAUSE)
 EPOCH_VAR = "start-epoch"         # nodes.conf: vars start-epoch <n>
 NODES_CONF_WAY_OUT = ("Move it away to start this node as a new one (a new ID; its AOF's jobs "
                       "are kept), then CLUSTER MEET it from a member and CLUSTER FORGET its "
-                      "old ID on every other node (docs/operating.md).")
+                      "old ID on every other node (docs/checking.md, the runbook).")
 
 
 def load_identity(path: str, port: int, announce_ip: str) -> tuple[bytes, list]:

@@ -127,10 +127,17 @@ class Runtime:
             await self.http.start()
             await self.persistence.load_and_open(loop)
         except LoadStopped:
+            self.persistence.end_loading()
             log.warning("The AOF load was stopped by the shutdown: the file is as it was")
             return
-        finally:
-            self.persistence.end_loading()
+        except BaseException:
+            # A refused start (a damaged AOF): until the process exits, PING
+            # still gets -LOADING, never the fast path's PONG, and no new
+            # client connects; a health check must not see this node up.
+            if self.listeners is not None:
+                self.listeners.close()
+            raise
+        self.persistence.end_loading()
         self.cluster.choose_start_epoch(self.persistence.loaded_from_aof,
                                         whole=not self.persistence.dropped_torn_tail)
         await self.cluster.start(config.bind or [None], self.server.port)
