@@ -210,3 +210,25 @@ def test_a_refused_start_leaves_the_node_loading_with_its_listeners_closed(tmp_p
         await runtime.http.stop()
 
     asyncio.run(start())
+
+
+@pytest.mark.parametrize("record, flip", [
+    (b"LOADJOB", 0x01),                   # LOADJOB -> MOADJOB: no such record
+    (b"DELJOB", 0x02),                    # DELJOB -> FELJOB
+], ids=["loadjob-name", "deljob-name"])
+def test_a_flipped_record_name_is_damage_check_aof_finds_and_fix_cuts(stopped, record, flip):
+    """The loader refused such a file (an unknown command), while check-aof
+    called it valid and --fix cut nothing: an operator following the
+    runbook was stuck. The reader knows the record names now."""
+    server, ids, _ = stopped
+    server.start()
+    assert server.client().execute_command("ACKJOB", ids[-1]) == 1
+    add_jobs(server, 1, "q")                      # the DELJOB is not the last record
+    assert server.stop() == 0
+    data = aof_path(server).read_bytes()
+    records = parse_records(data)
+    target = next(r for r in records[1:] if r.argv[0] == record)
+    damaged = bytearray(data)
+    damaged[data.index(record, target.offset)] ^= flip
+    kept = sum(1 for r in records[1:] if r.argv[0] == b"LOADJOB" and r.end <= target.offset)
+    _refused_then_fixed(server, ids, bytes(damaged), target.offset, kept=kept)
