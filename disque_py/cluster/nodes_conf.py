@@ -5,7 +5,10 @@ node, `id ip:port flags ping-sent pong-received link-state`, the line of
 this node flagged `myself`. A node restarted with its file keeps its ID.
 A `vars name value ...` line (Disque's own loader skips unknown names, and
 ours skips the line) keeps what is not a node: here the node's start epoch
-(`start-epoch`, see cluster/membership.py).
+(`start-epoch`, see cluster/membership.py) and, last, the file's checksum
+(`crc32`: of every byte before it), so that a bit flipped on disk is
+refused rather than read as another node ID, address or epoch; a file
+without one (Disque's, or an older disque-py's) is read unchecked.
 Writes go to a temporary file, are fsynced and renamed over the old one, so
 a crash leaves either the old file or the new one, never half of each; a
 write that fails (a full disk) removes its temporary file and raises.
@@ -15,12 +18,16 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
+import zlib
 from dataclasses import dataclass, field
 
 from disque_py.base.disk_faults import DiskFaults
 
 NODE_ID_HEX_LEN = 40
 _HEX = set("0123456789abcdef")
+CHECKSUM_VAR = "crc32"
+_CHECKSUM = re.compile(r" crc32 ([0-9a-f]{8})\n?\Z")
 
 
 class NodesConfError(Exception):
@@ -50,10 +57,11 @@ def is_node_id(text: str) -> bool:
 def load(path: str) -> list[NodeRecord] | None:
     """The records in the file, or None if there is no (or an empty) file."""
     try:
-        with open(path, encoding="utf-8") as handle:
-            text = handle.read()
+        with open(path, "rb") as handle:
+            data = handle.read()
     except FileNotFoundError:
         return None
+    text = _checked_text(path, data)
     records = []
     for number, line in enumerate(text.splitlines(), 1):
         words = line.split()
@@ -63,14 +71,34 @@ def load(path: str) -> list[NodeRecord] | None:
             raise NodesConfError(f"{path}:{number}: corrupted cluster config line: {line!r}")
         ip, _, port = words[1].rpartition(":")
         if not port.isdigit():
-            raise NodesConfError(f"{path}:{number}: bad port in {words[1]!r}")
+            raise NodesConfError(f"{path}:{number}: corrupted cluster config line: bad port in "
+                                 f"{words[1]!r}")
         flags = set(words[2].split(",")) - {"noflags"}
         records.append(NodeRecord(words[0], ip, int(port), flags))
     if not records:
         return None
     if sum("myself" in record.flags for record in records) != 1:
-        raise NodesConfError(f"{path}: exactly one node must be flagged myself")
+        raise NodesConfError(f"{path}: corrupted cluster config file: exactly one node "
+                             f"must be flagged myself")
     return records
+
+
+def _checked_text(path: str, data: bytes) -> str:
+    """The file's text, once its checksum (if it has one) matches."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise NodesConfError(f"{path}: corrupted cluster config file: not UTF-8 text "
+                             f"(byte {error.start})") from None
+    found = _CHECKSUM.search(text)
+    if found is not None and _crc(text[:found.start()]) != found.group(1):
+        raise NodesConfError(f"{path}: corrupted cluster config file: its checksum does "
+                             f"not match its content")
+    return text
+
+
+def _crc(text: str) -> str:
+    return "%08x" % zlib.crc32(text.encode("utf-8"))
 
 
 def load_vars(path: str) -> dict[str, str]:
@@ -85,6 +113,7 @@ def load_vars(path: str) -> dict[str, str]:
         words = line.split()
         if words and words[0] == "vars":
             found.update(zip(words[1::2], words[2::2]))
+    found.pop(CHECKSUM_VAR, None)         # the file's, not a variable of the node
     return found
 
 
@@ -96,8 +125,8 @@ def save(path: str, records: list[NodeRecord], faults: DiskFaults | None = None,
     directory = os.path.dirname(os.path.abspath(path))
     temp = f"{path}.tmp-{os.getpid()}"
     text = "".join(record.line() + "\n" for record in records)
-    if variables:
-        text += "vars " + " ".join(f"{name} {value}" for name, value in variables.items()) + "\n"
+    text += "vars " + "".join(f"{name} {value} " for name, value in (variables or {}).items())
+    text = text.rstrip(" ") + f" {CHECKSUM_VAR} {_crc(text.rstrip(' '))}\n"
     try:
         with open(temp, "w", encoding="utf-8") as handle:
             handle.write(text)

@@ -46,7 +46,9 @@ Rules kept:
     turn into a temporary file while new records also go to a buffer; the
     buffer is then appended, the file fsynced and renamed over the old one.
   * Every file operation goes through FileOps, the seam tests use to
-    inject ENOSPC and EIO (DEBUG AOF-FAULT).
+    inject ENOSPC and EIO (DEBUG AOF-FAULT). With DISQUE_PY_DURABLE_REPORT
+    set, how much of the file is durable goes to a side file
+    (durable_report.py: the chaos checker's power loss reads it).
 """
 
 from __future__ import annotations
@@ -62,6 +64,7 @@ from disque_py.monitoring import latency as latency_events
 from disque_py.monitoring.histogram import DurationHistogram
 from disque_py.monitoring.latency import LatencyMonitor
 from disque_py.persistence import aof_format
+from disque_py.persistence.durable_report import DurableReport
 
 RESERVE_CHUNK = 16 * 1024 * 1024       # reserved past the end at a time...
 RESERVE_LOW_WATER = 4 * 1024 * 1024    # ...again when less than this is left
@@ -133,6 +136,7 @@ class AofWriter:
         self.rewrite = None           # a Rewrite while one runs
         self.last_rewrite_ok = True
         self.last_rewrite_seconds = -1
+        self.durable_report = DurableReport.from_environment()
 
     # ------------------------------------------------------------ lifecycle
 
@@ -148,6 +152,14 @@ class AofWriter:
         self.base_size = self.offset
         self.state = ON
         self._reserve_headroom()
+        if self.durable_report is not None:     # the seam's starting point: fsynced now
+            self.ops.fsync(self.fd)
+            self.report_durable(self.fd, self.offset)
+
+    def report_durable(self, fd: int, offset: int, replaces: bool = False) -> None:
+        """Tell the durable-offset seam (durable_report.py), when it is on."""
+        if self.durable_report is not None:
+            self.durable_report.durable(os.fstat(fd).st_ino, offset, replaces)
 
     def adopt(self, fd: int, size: int) -> None:
         """Append to a rewritten, fsynced file from now on. It holds every
@@ -172,6 +184,7 @@ class AofWriter:
         if error is not None:
             raise error
         self.ops.fsync(self.fd)
+        self.report_durable(self.fd, self.offset)
         self._synced(self.written_gen)
 
     def close(self) -> None:
@@ -348,18 +361,21 @@ class AofWriter:
         if self._fsync_running or self.fd < 0 or self.synced_gen >= self.written_gen:
             return
         self._fsync_running = True
-        target, fd = self.written_gen, self.fd
+        target, fd, offset = self.written_gen, self.fd, self.offset
         # With appendfsync always replies wait for this fsync: Disque's
         # aof-fsync-always event (its fsync blocks the loop; ours, the replies).
         began = self.latency.begin() if self.policy == "always" else None
-        future = self.loop.run_in_executor(self._background, self._timed_fsync, fd)
+        future = self.loop.run_in_executor(self._background, self._timed_fsync, fd, offset)
         future.add_done_callback(lambda done: self._fsync_done(done, fd, target, began))
 
-    def _timed_fsync(self, fd: int) -> float:
-        """In the background thread: fsync, and how long it took (seconds)."""
+    def _timed_fsync(self, fd: int, offset: int) -> float:
+        """In the background thread: fsync, and how long it took (seconds).
+        `offset`: where the file ended when it began (what it makes durable)."""
         started = time.perf_counter()
         self.ops.fsync(fd)
-        return time.perf_counter() - started
+        elapsed = time.perf_counter() - started
+        self.report_durable(fd, offset)
+        return elapsed
 
     def _fsync_done(self, done, fd: int, target: int, began: int | None = None) -> None:
         self._fsync_running = False

@@ -15,7 +15,9 @@ like commands from a client (the loader's session may use LOADJOB):
     UNDEDUP <queue> <key> <job-id>    that key forgotten: its ADDJOB failed
 
 Every record is an array of bulk strings with exact framing (each bulk is
-followed by CRLF). A reader reports, for damaged files, the byte offset of
+followed by CRLF), one of the names above with its number of fields (a
+DELJOB may name several jobs); anything else is damage, found by the reader
+as the loader would find it (check-aof and the loader must agree). A reader reports, for damaged files, the byte offset of
 the first record that cannot be read and whether the damage is a torn tail
 (the file ends inside that record: a crash during a write) or corruption
 followed by more data. Bytes of value 0 after the last record are free
@@ -42,6 +44,7 @@ DEDUP = b"DEDUP"                # records the loader reads itself (no client com
 UNDEDUP = b"UNDEDUP"
 VERSION = 1
 MAX_RECORD_ARGS = 8
+RECORD_ARITY = {b"DELJOB": 2, DEDUP: 5, UNDEDUP: 4}     # fields, the name included
 MAX_BULK = 600 * 1024 * 1024
 _SCAN_CHUNK = 1 << 20           # bytes looked at per step when finding the data's end
 
@@ -114,10 +117,26 @@ def records(data: bytes | memoryview) -> Iterator[AofRecord]:
         if record.end >= end:
             return
         record = _read_record(data, record.end, end)
-        argv = record.argv
-        if argv[0].upper() == b"LOADJOB" and (len(argv) != 3 or not check_crc(argv[1], argv[2])):
-            raise AofDamage(record.offset, "LOADJOB record fails its checksum",
-                            torn=record.end >= end)
+        problem = _record_problem(record.argv)
+        if problem:
+            raise AofDamage(record.offset, problem, torn=record.end >= end)
+
+
+def _record_problem(argv: list[bytes]) -> str:
+    """Why a well-framed record is not one this format writes ('' if it is):
+    the loader would refuse it, so the reader (and check-aof) must too."""
+    name = argv[0].upper()
+    if name == b"LOADJOB":
+        return "" if len(argv) == 3 and check_crc(argv[1], argv[2]) \
+            else "LOADJOB record fails its checksum"
+    arity = RECORD_ARITY.get(name)
+    if arity is None:
+        return "unknown record %r" % name.decode("latin-1")
+    if len(argv) != arity and not (name == b"DELJOB" and len(argv) > 1):
+        return "%s record with %d fields" % (name.decode(), len(argv))
+    if name == DEDUP and not argv[4].isdigit():
+        return "DEDUP record with a bad time"
+    return ""
 
 
 def written_by_disque(data: bytes | memoryview) -> bool:

@@ -109,11 +109,12 @@ class Rewrite:
         monitor.observe_since(AOF_RENAME, began)
         # From here the new file is the AOF: nothing may fail any more, or
         # the writer would go on appending to the old, unlinked one.
-        if writer.state == OFF:
-            os.close(self.fd)
-        else:
+        if writer.state != OFF:
             writer.adopt(self.fd, self.size)
         _fsync_directory(os.path.dirname(writer.path))
+        writer.report_durable(self.fd, self.size, replaces=True)
+        if writer.state == OFF:
+            os.close(self.fd)
         log.notice("AOF rewrite done: %d bytes", self.size)
 
     def abort(self, reason: str) -> None:

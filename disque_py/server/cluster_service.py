@@ -41,12 +41,18 @@ HEARTBEAT_TYPES = (msg.PING, msg.PONG, msg.MEET)
 JOB_LIST_TYPES = (msg.REPLJOB, msg.YOURJOBS)
 QUEUE_OP_TYPES = (msg.NEEDJOBS, msg.PAUSE)
 EPOCH_VAR = "start-epoch"         # nodes.conf: vars start-epoch <n>
+NODES_CONF_WAY_OUT = ("Move it away to start this node as a new one (a new ID; its AOF's jobs "
+                      "are kept), then CLUSTER MEET it from a member and CLUSTER FORGET its "
+                      "old ID on every other node (docs/checking.md, the runbook).")
 
 
 def load_identity(path: str, port: int, announce_ip: str) -> tuple[bytes, list]:
     """This node's ID from nodes.conf (made and saved at first start), and
-    every record the file holds."""
-    records = nodes_conf.load(path)
+    every record the file holds. StartupError if the file is damaged."""
+    try:
+        records = nodes_conf.load(path)
+    except nodes_conf.NodesConfError as error:
+        raise StartupError(f"Unrecoverable error: {error}. {NODES_CONF_WAY_OUT}") from None
     if records is None:
         node_id = nodes_conf.new_node_id()
         records = [nodes_conf.NodeRecord(node_id, announce_ip, port, {"myself"})]
@@ -263,17 +269,18 @@ class ClusterService:
         self.node.options_readers = {node.id: options_version_read(node.capabilities)
                                      for node in peers}
 
-    def choose_start_epoch(self, loaded_from_aof: bool) -> int:
+    def choose_start_epoch(self, loaded_from_aof: bool, whole: bool = True) -> int:
         """This run's start epoch: the one nodes.conf keeps when the jobs
         were loaded from an AOF (they are back: peers must not think them
-        lost), else a new one, saved before any peer can learn it."""
+        lost), else a new one, saved before any peer can learn it; a new
+        one too when the AOF was not `whole` (a record cut short was
+        dropped: copies it had confirmed may be gone)."""
         kept = nodes_conf.load_vars(self.config_path).get(EPOCH_VAR, "")
-        epoch = int(kept) if loaded_from_aof and kept.isdigit() and int(kept) else 0
+        keep = loaded_from_aof and whole and kept.isdigit() and int(kept)
+        epoch = int(kept) if keep else 0
         if not epoch:
             epoch = int.from_bytes(os.urandom(8), "big") or 1
-            log.notice("Start epoch %016x (%s)", epoch,
-                       "no jobs loaded from an AOF: the copies this node held are gone, "
-                       "its peers will copy them again" if kept else "none saved before")
+            log.notice("Start epoch %016x (%s)", epoch, _why_new_epoch(kept, loaded_from_aof))
         self.membership.epoch = epoch
         if str(epoch) != kept:
             self._save_or_retry_later()
@@ -358,3 +365,13 @@ class ClusterService:
             *((f"cluster_bus_{name}", count) for name, count in self.bus.stats.items()),
             *self.node.healing.info(),
         ]
+
+
+def _why_new_epoch(kept: str, loaded_from_aof: bool) -> str:
+    if not kept:
+        return "none saved before"
+    if not loaded_from_aof:
+        return ("no jobs loaded from an AOF: the copies this node held are gone, "
+                "its peers will copy them again")
+    return ("the AOF's last record was cut short and dropped: copies this node had "
+            "confirmed may be gone, its peers will copy them again")

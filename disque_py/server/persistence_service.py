@@ -11,7 +11,9 @@ load's progress (Disque's loading_* fields, and the jobs loaded); the log
 tells it every REPORT_INTERVAL_S seconds; a shutdown asked meanwhile ends
 the load where it is (LoadStopped), the file left as it was. A torn last
 record is dropped (and cut off the file) when aof-load-truncated is yes;
-any other damage stops the start with its byte offset. With
+any other damage stops the start with its byte offset; after a dropped
+record the node's start epoch is new (its copies are re-sent by its peers:
+docs/healing.md). With
 aof-enqueue-jobs-once the file is loaded even when the AOF is off, queued
 jobs come back queued, and the option turns itself off in the config file.
 An AOF written by Disque 1.0 loads too (its upgrade path: a controlled
@@ -71,6 +73,7 @@ class PersistenceService:
         self.clock = clock               # times the load's progress (tests fake it)
         self.writer: AofWriter | None = None
         self.loaded_from_aof = False     # the jobs of an AOF were loaded at start
+        self.dropped_torn_tail = False   # ...all but a last record cut short (see _damaged)
         self.load_progress: ProgressMeter | None = None    # from begin_loading to end_loading
         self._load_started_at = 0        # unix time: INFO loading_start_time
         self.path = os.path.abspath(config.appendfilename)
@@ -209,6 +212,11 @@ class PersistenceService:
             log.warning("!!! Warning: short read while loading the AOF file %s !!! "
                         "The last record (at byte offset %d) was cut short by a crash "
                         "and is dropped.", self.path, damage.offset)
+            # A crash during a write cuts a record no one was told about;
+            # a damaged file (or a power cut) may have cut records whose
+            # copies this node confirmed: the cluster service then takes a
+            # new start epoch, so that peers copy its jobs back.
+            self.dropped_torn_tail = True
             return
         hint = ("aof-load-truncated is no" if damage.torn
                 else "run 'disque-py check-aof --fix %s' to cut it there" % self.path)

@@ -127,11 +127,19 @@ class Runtime:
             await self.http.start()
             await self.persistence.load_and_open(loop)
         except LoadStopped:
+            self.persistence.end_loading()
             log.warning("The AOF load was stopped by the shutdown: the file is as it was")
             return
-        finally:
-            self.persistence.end_loading()
-        self.cluster.choose_start_epoch(self.persistence.loaded_from_aof)
+        except BaseException:
+            # A refused start (a damaged AOF): until the process exits, PING
+            # still gets -LOADING, never the fast path's PONG, and no new
+            # client connects; a health check must not see this node up.
+            if self.listeners is not None:
+                self.listeners.close()
+            raise
+        self.persistence.end_loading()
+        self.cluster.choose_start_epoch(self.persistence.loaded_from_aof,
+                                        whole=not self.persistence.dropped_torn_tail)
         await self.cluster.start(config.bind or [None], self.server.port)
         tenure_survivors()
         self.timer = JobTimer(loop, self.node, self.server, self.effects)
@@ -219,5 +227,9 @@ def run_server(config, executable: str = "", on_ready=None) -> int:
     """Run until shutdown; the process exit code. on_ready() is called once
     the node listens."""
     import uvloop
-    runtime = Runtime(config, executable=executable or sys.argv[0])
+    try:
+        runtime = Runtime(config, executable=executable or sys.argv[0])
+    except StartupError as error:       # a damaged nodes.conf: before anything listens
+        log.warning("%s", error)
+        return 1
     return uvloop.run(runtime.run(on_ready))

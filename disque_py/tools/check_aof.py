@@ -3,7 +3,8 @@
 Reports what persistence/check.py finds: the first record that cannot be
 read, with its byte offset, and whether it is a torn tail or corruption
 with more data after it. --fix cuts the file at that offset, keeping every
-whole record before it.
+whole record before it, and after cutting corruption says how a node of a
+cluster gets back the copies it lost with the records after it.
 
 Progress goes to stderr, so stdout stays the report scripts read: on a
 terminal click's progress bar, otherwise a plain line at each
@@ -22,6 +23,12 @@ import click
 from disque_py.persistence.progress import ProgressMeter
 
 PROGRESS_MIN_BYTES = 1024 * 1024
+# Corruption cut away whole records the node may have confirmed to its
+# peers; restarted with its start epoch they would take those copies as back.
+CUT_CORRUPTION_ADVICE = (
+    "Records after the damage are gone, copies this node had confirmed among them: in a "
+    "cluster, delete the 'vars' line of the node's nodes.conf before starting it, so that it "
+    "takes a new start epoch and its peers copy its jobs back (docs/healing.md).")
 PLAIN_STEP_PERCENT = 10
 
 
@@ -85,3 +92,5 @@ def check_aof(fix: bool, path: str) -> None:
         raise SystemExit(1)
     cut(path, damage.offset)
     click.echo(f"Successfully truncated the AOF to {damage.offset} bytes.")
+    if not damage.torn:
+        click.echo(CUT_CORRUPTION_ADVICE)

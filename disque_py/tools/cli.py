@@ -79,7 +79,11 @@ def server(config_file, port, bind, directory, http_port, http_bind) -> None:
 @click.option("--max-down", type=click.IntRange(0), default=None,
               help="Most nodes killed or paused at once [default: replicate - 1].")
 @click.option("--appendonly/--no-appendonly", default=True, show_default=True,
-              help="Run the nodes with the AOF and appendfsync always.")
+              help="Run the nodes with the AOF (appendfsync: --appendfsync).")
+@click.option("--appendfsync", type=click.Choice(["always", "everysec", "no"]),
+              default="always", show_default=True,
+              help="The nodes' appendfsync; what a power loss may take is checked against "
+                   "it (--faults powerloss).")
 @click.option("--dir", "directory", type=click.Path(file_okay=False),
               help="Where to create the run's directory [default: the system's temp dir].")
 @click.option("--keep", is_flag=True,
@@ -106,7 +110,11 @@ def server(config_file, port, bind, directory, http_port, http_bind) -> None:
 @click.option("--faults", "fault_names", default="kill,pause", show_default=True,
               metavar="KIND[,KIND...]",
               help="The kinds of fault, comma separated: kill (-9, then a restart), "
-                   "pause (SIGSTOP, then SIGCONT). With the AOF on, BGREWRITEAOFs too.")
+                   "pause (SIGSTOP, then SIGCONT), clock (the wall clock jumps or drifts, "
+                   "libfaketime), powerloss (kill -9 and the AOF cut to what was fsynced), "
+                   "corrupt (a truncation or a bit flip in one node's AOF or nodes.conf), "
+                   "membership (a spare joins, a member leaves or is forgotten). "
+                   "With the AOF on, BGREWRITEAOFs too.")
 @click.option("--json", "json_path", is_flag=False, flag_value="", metavar="[FILE]",
               type=click.Path(dir_okay=False),
               help="Also write the report as JSON: to FILE, or without FILE to "

@@ -230,3 +230,28 @@ def test_info_shows_what_healing_did_and_knows(cluster, queue):
     assert int(fields["rereplicate_peers_known_epoch"]) == 4     # every peer told its epoch
     keys = list(fields)
     assert keys.index("rereplicate") > keys.index("cluster_bus_auth")   # appended
+
+
+# ------------------------------------------------------------------ a damaged AOF
+
+def test_a_holder_whose_aof_lost_its_tail_gets_its_copies_back(fresh_cluster, queue):
+    """A holder restarted with its AOF keeps its start epoch: its peers take
+    its jobs as back. But an AOF whose last record is cut short (a damaged
+    file, or a power cut) may have lost copies the node had confirmed, and
+    aof-load-truncated loads what is before the cut: the node must take a
+    new epoch then, or its peers never copy those jobs back to it."""
+    cluster = fresh_cluster(3, extra_args=["--appendonly", "yes"])
+    job_id = call(cluster[0], "ADDJOB", queue, "body", 5000, "REPLICATE", 3)
+    later = call(cluster[0], "ADDJOB", queue, "later", 5000, "REPLICATE", 3)
+    assert len(copies(cluster, job_id)) == len(copies(cluster, later)) == 3
+    cluster[2].kill()
+    aof = cluster[2].dir / "disque.aof"
+    data = aof.read_bytes()
+    with open(aof, "r+b") as handle:             # cut inside the first job's record
+        handle.truncate(data.index(job_id) + 10)
+    cluster[2].start()
+    cluster.wait_full_mesh(timeout=30)
+    assert "was cut short by a crash and is dropped" in cluster[2].log_text()
+    wait_copies(cluster, job_id, 3, HEAL_DEADLINE_S, "the dropped copy back on node2")
+    wait_copies(cluster, later, 3, HEAL_DEADLINE_S, "the job after the cut back too")
+    assert set(copies(cluster, job_id)) == {0, 1, 2}

@@ -104,3 +104,18 @@ def test_a_daemonized_node_returns_once_it_listens_and_removes_its_pid_file(tmp_
     finally:
         if pid is not None and pid_alive(pid):
             os.kill(pid, signal.SIGKILL)
+
+
+@pytest.mark.parametrize("damage", [b"abcd not a line\n", b"\xff\xfe not utf-8\n"],
+                         ids=["unparsable line", "not utf-8"])
+def test_a_corrupt_nodes_conf_is_refused_with_its_path_not_a_traceback(tmp_path, damage):
+    # A bit flip or a truncation on disk (the chaos checker's `corrupt`
+    # fault): the node must say which file and refuse to start, as Disque's
+    # "corrupted cluster config file" does, and an operator then removes it.
+    (tmp_path / "nodes.conf").write_bytes(damage)
+    result = subprocess.run(server_command(tmp_path, free_port()), capture_output=True,
+                            text=True, timeout=RUN_TIMEOUT_S)
+    said = result.stdout + result.stderr
+    assert result.returncode == 1, said
+    assert "nodes.conf" in said and "corrupted cluster config" in said, said
+    assert "Traceback" not in said, said

@@ -8,11 +8,14 @@ written for the tests, not with the product's own reader.
 
 from __future__ import annotations
 
+import socket
+
 import pytest
 
 from tests.persistence.helpers import (ALWAYS, add_jobs, aof_path, check_aof, data_end,
                                        info, job_id_of, loadjob_records, parse_records,
                                        refused_start, show_all)
+from tests.support import HOST, free_port
 
 JOBS = 10
 
@@ -114,6 +117,7 @@ def _refused_then_fixed(server, ids, damaged: bytes, offset: int, kept: int) -> 
     assert path.read_bytes() == damaged, "check-aof without --fix changes nothing"
     fixed = check_aof(path, fix=True)
     assert fixed.returncode == 0, fixed
+    assert "delete the 'vars' line of the node's nodes.conf" in fixed.stdout, fixed.stdout
     assert path.read_bytes() == damaged[:offset]
     assert check_aof(path).returncode == 0
     server.start()
@@ -156,3 +160,75 @@ def test_unknown_format_version_is_refused_naming_it(stopped):
     assert refused_start(server) != 0
     log = server.log_text()
     assert "version 7" in log and str(aof_path(server)) in log, log[-1500:]
+
+
+def test_a_node_refusing_its_aof_never_answers_pong(stopped):
+    """A health check (and the chaos checker) takes +PONG for a node that is
+    up: one that refuses its AOF must answer -LOADING until it exits, never
+    PONG. It did for a moment, once the failed load had turned the fast path
+    (which answers PING) back on, before the process exited."""
+    server, _, data = stopped
+    second = loadjob_records(data)[1]
+    damaged = bytearray(data)
+    damaged[second.offset + len(b"*3\r\n$7\r\nLOADJOB\r\n") + 10] ^= 0x01
+    _write(server, bytes(damaged))
+    answers = set()
+    server.start(wait=False)
+    sock = None
+    while server.proc.poll() is None:     # one connection, PING after PING, as fast as it goes
+        try:
+            sock = sock or socket.create_connection((HOST, server.port), timeout=1)
+            sock.sendall(b"PING\r\n")
+            answers.add(sock.recv(64)[:6])
+        except OSError:
+            sock = sock and sock.close()
+    assert server.proc.returncode != 0
+    assert b"+PONG\r" not in answers, answers
+
+
+def test_a_refused_start_leaves_the_node_loading_with_its_listeners_closed(tmp_path):
+    """The same rule in-process, where the moment is not a race: once the
+    load failed, PING still goes to the dispatcher (-LOADING), not to the
+    fast path, and no new client can connect."""
+    import asyncio
+
+    from disque_py.base.errors import StartupError
+    from disque_py.config import Config
+    from disque_py.server.runtime import Runtime
+
+    (tmp_path / "disque.aof").write_bytes(b"*1\r\n$7\r\nnot-aof\r\n")
+    config = Config.load(None, ["--port", str(free_port()), "--bind", HOST, "--dir", str(tmp_path),
+                                "--appendonly", "yes"])
+    runtime = Runtime(config)
+
+    async def start() -> None:
+        with pytest.raises(StartupError, match="append only file"):
+            await runtime.start()
+        assert runtime.server.loading, "the fast path (PONG) is back on"
+        assert not any(server.is_serving() for server in runtime.listeners.servers)
+        runtime.cluster.stop()
+        await runtime.http.stop()
+
+    asyncio.run(start())
+
+
+@pytest.mark.parametrize("record, flip", [
+    (b"LOADJOB", 0x01),                   # LOADJOB -> MOADJOB: no such record
+    (b"DELJOB", 0x02),                    # DELJOB -> FELJOB
+], ids=["loadjob-name", "deljob-name"])
+def test_a_flipped_record_name_is_damage_check_aof_finds_and_fix_cuts(stopped, record, flip):
+    """The loader refused such a file (an unknown command), while check-aof
+    called it valid and --fix cut nothing: an operator following the
+    runbook was stuck. The reader knows the record names now."""
+    server, ids, _ = stopped
+    server.start()
+    assert server.client().execute_command("ACKJOB", ids[-1]) == 1
+    add_jobs(server, 1, "q")                      # the DELJOB is not the last record
+    assert server.stop() == 0
+    data = aof_path(server).read_bytes()
+    records = parse_records(data)
+    target = next(r for r in records[1:] if r.argv[0] == record)
+    damaged = bytearray(data)
+    damaged[data.index(record, target.offset)] ^= flip
+    kept = sum(1 for r in records[1:] if r.argv[0] == b"LOADJOB" and r.end <= target.offset)
+    _refused_then_fixed(server, ids, bytes(damaged), target.offset, kept=kept)

@@ -16,6 +16,7 @@ import threading
 import pytest
 
 from disque_py.persistence import aof_format
+from disque_py.persistence import durable_report as durable_report_module
 from disque_py.persistence.aof import RESERVE_CHUNK, RESERVE_MIN, AofWriter, FileOps
 from tests.persistence.helpers import open_writer, parse_records, run_loop_until
 
@@ -211,3 +212,56 @@ def test_a_disk_short_of_a_whole_chunk_takes_writes_again_with_a_small_reserve(l
     assert writer.reserved - writer.offset >= RESERVE_CHUNK - len(A)
     assert writer.accepting
     writer.close()
+
+
+@pytest.fixture
+def durable_report(tmp_path, monkeypatch):
+    """The durable-offset seam on: its side file's path."""
+    path = tmp_path / "durable"
+    monkeypatch.setenv(durable_report_module.ENVIRONMENT_VARIABLE, str(path))
+    return path
+
+
+def test_the_durable_report_follows_fsyncs_and_precedes_their_replies(loop, tmp_path,
+                                                                      durable_report):
+    writer = _writer(loop, tmp_path, "always")
+    inode = os.stat(writer.path).st_ino
+    assert durable_report_module.read(durable_report) == (inode, len(aof_format.HEADER))
+    seen_at_reply = []
+    writer.append(A)
+    writer.hold_reply(lambda ok, reason: seen_at_reply.append(
+        durable_report_module.read(durable_report)))
+    writer.flush()
+    run_loop_until(loop, lambda: seen_at_reply)
+    assert seen_at_reply == [(inode, len(aof_format.HEADER) + len(A))]
+
+
+def test_the_durable_report_stays_behind_what_everysec_has_not_fsynced(loop, tmp_path,
+                                                                       durable_report):
+    writer = _writer(loop, tmp_path, "everysec")
+    writer.append(A)
+    writer.flush()
+    inode, offset = durable_report_module.read(durable_report)
+    assert offset == len(aof_format.HEADER), "written, not fsynced: not durable yet"
+    writer.every_second()
+    run_loop_until(loop, lambda: durable_report_module.read(durable_report)[1] > offset)
+    assert durable_report_module.read(durable_report) == (inode, offset + len(A))
+
+
+def test_a_late_fsync_of_a_replaced_file_does_not_overwrite_the_new_files_report(
+        loop, tmp_path, durable_report):
+    writer = _writer(loop, tmp_path, "always")
+    old_inode = os.stat(writer.path).st_ino
+    writer.report_durable(writer.fd, 100)
+    replacement = tmp_path / "rewritten"
+    replacement.write_bytes(aof_format.HEADER)
+    new_inode = replacement.stat().st_ino
+    writer.durable_report.durable(new_inode, len(aof_format.HEADER), replaces=True)
+    writer.durable_report.durable(old_inode, 200)
+    assert durable_report_module.read(durable_report) == (new_inode, len(aof_format.HEADER))
+
+
+def test_without_the_variable_nothing_is_reported(loop, tmp_path, monkeypatch):
+    monkeypatch.delenv(durable_report_module.ENVIRONMENT_VARIABLE, raising=False)
+    writer = _writer(loop, tmp_path, "always")
+    assert writer.durable_report is None

@@ -182,7 +182,10 @@ from disque_py.formats import bus as msg
 from disque_py.base.effects import AofDedup, AofDelJob, AofLoadJob, AofUndedup, ToPeer, Unblock
 from disque_py.engine import (ACKED, DEAD_NONE, DEDUP_MEMORY_OVERHEAD, FLAG_COUNTED, FLAG_PROMISED,
                               QUEUE_MEMORY_OVERHEAD, QUEUED, WAIT_REPL)
+from disque_py.engine.records import (DEDUP_KEY_FIELD, DEDUP_QUEUE_FIELD, DEDUP_UNTIL_FIELD,
+                                      deserialize_job)
 from disque_py.node.node import Node
+from disque_py.persistence import aof_format
 from tests.sim.dedup_checks import DedupAsk, DedupChecks
 from tests.sim.outcomes import OK, REFUSED, UNKNOWN, WAITING
 from tests.unit.simnet import COPY_KINDS, SimNet
@@ -688,6 +691,31 @@ class Checker(DedupChecks):
 
     def _restarted_between(self, i: int, start: int, end: int) -> bool:
         return any(start <= at <= end for at in self.restarts.get(i, ()))
+
+    def aof_cut(self, i: int) -> None:
+        """Node i's AOF lost its tail while it was down (a damaged file):
+        what the cut file carries is what the node will remember, and a job
+        whose DELJOB was cut off comes back there (a delivery after its ack
+        is then the disk's doing: the job is open again, owed an ack)."""
+        disk: dict = {}
+        for argv in self.net.aof_records(i):
+            command = argv[0].upper()
+            if command == b"LOADJOB":
+                job = deserialize_job(argv[1])
+                options = job.options
+                if options is not None and options[DEDUP_KEY_FIELD] is not None:
+                    disk[job.id] = (options[DEDUP_QUEUE_FIELD] or job.queue,
+                                    options[DEDUP_KEY_FIELD], options[DEDUP_UNTIL_FIELD])
+            elif command == aof_format.DEDUP:
+                disk[argv[3]] = (argv[1], argv[2], int(argv[4]))
+            elif command == aof_format.UNDEDUP:
+                disk.pop(argv[3], None)
+        self.dedup_disk[i] = disk
+        for job_id in sorted(self.net.aof_jobs[i]):
+            facts = self.jobs.get(job_id)
+            if facts is not None and facts.closed_at is not None:
+                facts.closed_at = None
+                self.log(f"{facts.name} back on n{i}: its DELJOB was cut off its AOF", job_id)
 
     def restarted(self, i: int) -> None:
         self.restarts.setdefault(i, []).append(self.net.clock.now_ms())

@@ -106,6 +106,18 @@ def _plant_no_healing(monkeypatch):
     monkeypatch.setattr(Healing, "view", lambda self, failed, epochs: None)
 
 
+def _plant_torn_aof_keeps_epoch(monkeypatch):
+    # A node restarted from an AOF cut inside a record keeps its start epoch
+    # (the server before issue 33): its peers take its lost copies as back.
+    cut_aof = SimNet.cut_aof
+
+    def cut_keeping_epoch(self, i, keep):
+        cut_aof(self, i, keep)
+        self.aof_torn[i] = False
+
+    monkeypatch.setattr(SimNet, "cut_aof", cut_keeping_epoch)
+
+
 def _plant_nack_deletes(monkeypatch):
     # A job handed back must be delivered again; this one is dropped everywhere.
     monkeypatch.setattr(workload, "nack_jobs",
@@ -219,6 +231,7 @@ def _plant_promise_at_first_copy(monkeypatch):
     (_plant_gotack_ignored, "(4)"),
     (_plant_nack_deletes, "(1)"),
     (_plant_no_healing, "(1)"),
+    (_plant_torn_aof_keeps_epoch, "(1)"),
     (_plant_queued_counted_twice, "(5)"),
     (_plant_never_dead_letters, "(6)"),
     (_plant_dead_letters_one_early, "(5)"),
@@ -229,7 +242,7 @@ def _plant_promise_at_first_copy(monkeypatch):
     (_plant_holder_answers_at_once, "(10)"),
     (_plant_promise_at_first_copy, "(1)"),
 ], ids=["gotjob-count-skipped", "aof-replay-skips-deljob", "gotack-ignored", "nack-deletes",
-        "no-healing", "queued-counted-twice", "never-dead-letters", "dead-letters-one-early",
+        "no-healing", "torn-aof-keeps-epoch", "queued-counted-twice", "never-dead-letters", "dead-letters-one-early",
         "msg-dead-ignored", "deljob-forgets-keys", "aof-load-forgets-keys",
         "followers-get-the-id", "holder-answers-at-once", "promise-at-first-copy"])
 def test_a_planted_bug_is_found_within_a_few_hundred_seeds(monkeypatch, plant, check):

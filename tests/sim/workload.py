@@ -18,7 +18,9 @@ too): after NOREPL, or an answer lost with its node, and now and then after
 an ID (the answer lost on the way back) or while still waiting (a client
 timeout shorter than the ADDJOB's), the producer sends the same ADDJOB
 again, with the same arguments, to the same node or another one. Nodes
-crash and come back, partitions form and heal, links fail one way for a
+crash and come back (a node with an AOF now and then with its file cut
+inside a record: it loads what stands before the cut and takes a new start
+epoch, as the server does, so its peers copy back what it lost), partitions form and heal, links fail one way for a
 while (frames lost, nodes' views unchanged: what a half-broken connection
 does before failure detection notices), and nodes leave the cluster for a
 while (CLUSTER LEAVING: ADDJOB there keeps no copy, GETJOB there is
@@ -29,7 +31,10 @@ node down, or cut off from a majority, is FAIL after a delay the seed
 picks) and start epochs, so the cores re-replicate (node/healing.py).
 
 One seed in REPLACE_ONE_IN plays "holders replaced one by one" instead of
-random faults: no drops, no AOF; while clients work, each node in turn is
+random faults: no drops, no AOF (or, one such seed in two, an AOF on every
+node that is cut inside its first job's record when its node is killed:
+it comes back as good as empty, and only the new start epoch a torn AOF
+gives tells its peers); while clients work, each node in turn is
 killed (a third of the jobs wait in a queue no consumer reads before the
 drain), and brought back empty once its jobs are back at their level (or
 before it is even flagged FAIL, now and then: then its restart is what
@@ -58,6 +63,7 @@ import random
 from typing import NamedTuple
 
 from disque_py.engine import WAIT_REPL, JobOptions
+from disque_py.persistence import aof_format
 from disque_py.node.waiters import Waiter
 from disque_py.base.errors import DisqueError
 from tests.sim.checker import OK, WAITING, Checker, TracedNode
@@ -98,6 +104,12 @@ WINDOWS_S = (0, 0, 1, 2, 30)      # WINDOW (0: none, the key lasts the job's TTL
 PRODUCER_PATIENCE_MS = (0, 5, 50, 300, 1500)   # when the producer looks at its answer
 RETRY_CHANCE = {"norepl": 0.8, "lost": 0.8, "waiting": 0.25, "answered": 0.15}
 MAX_ATTEMPTS = 4                  # ADDJOBs per request, the first included
+# Damaged AOFs (issue 33): a crashed node's AOF now and then loses its tail
+# from inside a record on (a damaged file, a power cut), drawn from a
+# generator of its own (Workload.disk_rng) so other choices stay as they were.
+DAMAGED_AOF_RATE = 0.25           # of the crashes of a node with an AOF
+CUT_AOFS_SHARE = 0.5              # "replaced one by one" seeds whose nodes keep an AOF
+                                  # that loses its tail from inside the first job on
 
 
 class Scenario(NamedTuple):
@@ -116,10 +128,13 @@ class Scenario(NamedTuple):
     queues: tuple
     fail_delay_ms: int = 0        # FAIL this long after a crash or a split
     replace: bool = False         # holders replaced one by one (no random faults)
+    cut_aofs: bool = False        # ...each with an AOF, restarted with its tail cut off
 
     def describe(self) -> str:
         if self.replace:
-            return (f"{self.size} nodes, holders replaced one by one (no AOF, no drops), "
+            how = ("AOFs cut inside their first job, no drops" if self.cut_aofs
+                   else "no AOF, no drops")
+            return (f"{self.size} nodes, holders replaced one by one ({how}), "
                     f"latency {self.latency_ms}+{self.jitter_ms} ms, dup {self.dup} "
                     f"(+{self.dup_delay_ms} ms), FAIL after {self.fail_delay_ms} ms, queues "
                     f"{[q.decode() for q in self.queues]}")
@@ -204,7 +219,10 @@ class Workload:
         self.seed = seed
         self.rng = rng = random.Random(seed)
         self.dedup_rng = random.Random(seed ^ 0xDED0)     # idempotent producers' choices
+        self.disk_rng = random.Random(seed ^ 0xD15C)      # damaged AOFs
         self.scenario = sc = make_scenario(rng)
+        if sc.replace and self.disk_rng.random() < CUT_AOFS_SHARE:
+            self.scenario = sc = sc._replace(aof=tuple(range(sc.size)), cut_aofs=True)
         self.dedup_keys = tuple(b"k%d" % n for n in range(self.dedup_rng.choice(DEDUP_POOL)))
         self.net = net = SimNet(sc.size, seed=seed, track_copies=True, failure_detection=True,
                                 fail_delay_ms=sc.fail_delay_ms, node_class=TracedNode)
@@ -509,12 +527,43 @@ class Workload:
         if not up:
             return
         i = self.rng.choice(up)
+        damaged = self.damage_aof(i)
         lost = self.checker.crashing(i)
         net.crash(i)
-        self.log(f"n{i} CRASH{' (AOF kept)' if net.aof[i] is not None else ''}, lost "
-                 f"{self.names(lost)}", FAULT)
+        kept = f" (AOF kept{damaged})" if net.aof[i] is not None else ""
+        self.log(f"n{i} CRASH{kept}, lost {self.names(lost)}", FAULT)
         self.checker.crashed(lost)
         self.later(self.rng.randint(10, 2000), self.restart, i)
+
+    def damage_aof(self, i: int) -> str:
+        """Now and then, cut a crashing node's AOF inside one of its records
+        (every byte after is lost): what it then loads is what stands
+        before, and it comes back with a new start epoch. A cut exactly
+        between two records is not drawn: nothing in the file can tell it."""
+        net = self.net
+        if net.aof[i] is None or self.disk_rng.random() >= DAMAGED_AOF_RATE:
+            return ""
+        records = list(aof_format.records(bytes(net.aof[i])))[1:]
+        if not records:
+            return ""
+        record = self.disk_rng.choice(records)
+        keep = self.disk_rng.randrange(record.offset + 1, record.end)
+        size = len(net.aof[i])
+        net.cut_aof(i, keep)
+        self.checker.aof_cut(i)
+        return f", cut at byte {keep} of {size}"
+
+    def cut_first_job(self, i: int) -> str:
+        """Node i's AOF cut inside its first job's record: it comes back
+        with (nearly) nothing, and only its new start epoch tells its peers."""
+        net = self.net
+        records = list(aof_format.records(bytes(net.aof[i])))[1:]
+        if not records:
+            return "replaced, its AOF empty"
+        size = len(net.aof[i])
+        net.cut_aof(i, records[0].offset + 1)
+        self.checker.aof_cut(i)
+        return f"replaced, AOF cut at byte {records[0].offset + 1} of {size}"
 
     def restart(self, i: int) -> None:
         net = self.net
@@ -613,9 +662,10 @@ class Workload:
             return
         i = len(self.replaced)
         self.replaced.append(i)
+        how = self.cut_first_job(i) if self.scenario.cut_aofs else "replaced"
         lost = self.checker.crashing(i)
         net.crash(i)
-        self.log(f"n{i} CRASH (replaced), lost {self.names(lost)}", FAULT)
+        self.log(f"n{i} CRASH ({how}), lost {self.names(lost)}", FAULT)
         self.checker.crashed(lost)
         early = self.scenario.fail_delay_ms > REPLACE_POLL_MS and self.rng.random() < 1 / 3
         if early:

@@ -116,6 +116,7 @@ class SimNet:
         self.track_copies = track_copies
         self.aof: list[bytearray | None] = [None] * size     # the AOF of each node that has one
         self.aof_jobs: list[set] = [set() for _ in range(size)]   # jobs its AOF would load
+        self.aof_torn = [False] * size     # its AOF ends inside a record (cut_aof)
         self.observer = None
         self.nodes: list[Node] = [self._boot(i) for i in range(size)]
         self.up = [True] * size
@@ -229,8 +230,11 @@ class SimNet:
     def restart(self, i: int) -> Node:
         """Back with the same ID, and the jobs of its AOF if it has one."""
         self.incarnation[i] += 1
-        if self.aof[i] is None:
-            self.epoch[i] += 1             # back empty: its copies are gone
+        if self.aof[i] is None or self.aof_torn[i]:
+            # Back empty, or its AOF's last record was dropped (the server
+            # then takes a new epoch: server/persistence_service.py): its
+            # copies, or some of them, are gone.
+            self.epoch[i] += 1
         self.nodes[i] = node = self._boot(i)
         self.up[i] = True
         self.refresh_views()
@@ -244,6 +248,31 @@ class SimNet:
         """Node i keeps an append-only file from now on (start it early)."""
         self.aof[i] = bytearray(aof_format.HEADER)
         self.nodes[i].aof_enabled = True
+
+    def cut_aof(self, i: int, keep: int) -> None:
+        """Node i's AOF (while it is down) loses every byte from `keep` on:
+        a damaged file, or a power cut. It loads what stands before."""
+        self.aof[i] = self.aof[i][:keep]
+        self.aof_torn[i] = True
+        self.aof_jobs[i] = set()
+        for argv in self.aof_records(i):
+            if argv[0].upper() == b"LOADJOB":
+                self.aof_jobs[i].add(deserialize_job(argv[1]).id)
+            elif argv[0].upper() == b"DELJOB":
+                self.aof_jobs[i].difference_update(argv[1:])
+
+    def aof_records(self, i: int) -> list[list[bytes]]:
+        """The records of node i's AOF before a torn one, which is cut off
+        (as the loader does with aof-load-truncated yes)."""
+        found, end = [], 0
+        try:
+            for record in aof_format.records(bytes(self.aof[i])):
+                found.append(record.argv)
+                end = record.end
+        except aof_format.AofDamage as damage:
+            assert damage.torn, damage
+            self.aof[i] = self.aof[i][:end] if end else bytearray(aof_format.HEADER)
+        return found[1:]
 
     def _append_aof(self, i: int, effect) -> None:
         kind = type(effect)
@@ -264,8 +293,8 @@ class SimNet:
         """Replay as PersistenceService._replay does (the core emits no
         records while loading; appending resumes after)."""
         node.aof_enabled = False
-        for record in aof_format.records(bytes(self.aof[i])):
-            argv = record.argv
+        self.aof_torn[i] = False
+        for argv in self.aof_records(i):
             command = argv[0].upper()
             if command == b"LOADJOB":
                 assert aof_format.check_crc(argv[1], argv[2])

@@ -990,7 +990,32 @@ def test_nodes_conf_keeps_the_start_epoch_in_a_vars_line(tmp_path):
     nodes_conf.save(path, records, variables={"start-epoch": "12345"})
     assert nodes_conf.load(path) == records
     assert nodes_conf.load_vars(path) == {"start-epoch": "12345"}
-    assert open(path).read().splitlines()[-1] == "vars start-epoch 12345"
+    assert open(path).read().splitlines()[-1].startswith("vars start-epoch 12345 crc32 ")
     nodes_conf.save(path, records)
     assert nodes_conf.load_vars(path) == {}
     assert nodes_conf.load_vars(str(tmp_path / "missing")) == {}
+
+
+def test_nodes_conf_refuses_any_bit_flipped_before_its_checksum(tmp_path):
+    """A flipped bit that still parses (another node ID, port or epoch)
+    must not be read as the truth: the checksum catches every one."""
+    path = tmp_path / "nodes.conf"
+    records = [nodes_conf.NodeRecord("a" * 40, IP, 7711, {"myself"}),
+               nodes_conf.NodeRecord("b" * 40, IP, 7712, set())]
+    nodes_conf.save(str(path), records, variables={"start-epoch": "12345"})
+    good = path.read_bytes()
+    covered = good.rindex(b" crc32 ")
+    for offset in range(covered):
+        for bit in (0, 5):
+            path.write_bytes(good[:offset] + bytes([good[offset] ^ (1 << bit)])
+                             + good[offset + 1:])
+            with pytest.raises(nodes_conf.NodesConfError, match="corrupted cluster config"):
+                nodes_conf.load(str(path))
+
+
+def test_nodes_conf_without_a_checksum_loads_as_disque_wrote_it(tmp_path):
+    path = tmp_path / "nodes.conf"
+    path.write_text(f"{'a' * 40} {IP}:7711 myself 0 0 connected\n"
+                    f"{'b' * 40} {IP}:7712 master 0 0 connected\n"
+                    "vars currentEpoch 0 lastVoteEpoch 0\n")
+    assert [r.node_id for r in nodes_conf.load(str(path))] == ["a" * 40, "b" * 40]

@@ -1,10 +1,12 @@
 """The nodes of a chaos run as one cluster: form it, watch it, question it, stop it.
 
 Owns the cluster-wide views the run needs from outside the nodes: start all
-nodes and MEET them, wait for a full mesh (every node knows every other,
-reaches all of them, and flags none as failing), count the jobs each node
+nodes and MEET them, wait for a full mesh (every member knows every other,
+reaches all of them, and flags none as failing), count the jobs each member
 still holds, and show what every node knows of one job (to explain a lost
-job). Every query uses a short-lived link with a timeout; a node that does
+job). Spare slots (for `membership` faults) are made but not started, and
+are not members until a fault meets them; membership changes which nodes
+are members, and the views follow. Every query uses a short-lived link with a timeout; a node that does
 not answer is reported as such, never waited on forever.
 """
 
@@ -35,24 +37,37 @@ def text(value) -> str:
     return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
 
 
+def node_dir(base_dir: Path, index: int) -> Path:
+    return Path(base_dir) / f"node{index}"
+
+
 class Fleet:
-    def __init__(self, base_dir: Path, launches: list[Launch], server_args: list[str]) -> None:
-        self.nodes = [Node(i, Path(base_dir) / f"node{i}", server_args, launch)
+    def __init__(self, base_dir: Path, launches: list[Launch], server_args: list[str],
+                 spares: int = 0) -> None:
+        """The last `spares` of `launches` are spare slots, not members."""
+        self.nodes = [Node(i, node_dir(base_dir, i), server_args, launch)
                       for i, launch in enumerate(launches)]
+        for node in self.nodes[len(self.nodes) - spares:]:
+            node.member = False
+
+    @property
+    def members(self) -> list[Node]:
+        return [node for node in self.nodes if node.member]
 
     @property
     def addresses(self) -> list[tuple[str, int]]:
         return [(node.host, node.port) for node in self.nodes]
 
     def start(self, mesh_timeout: float) -> None:
-        for node in self.nodes:       # boot all at once, then wait for each
+        members = self.members
+        for node in members:          # boot all at once, then wait for each
             node.start()
-        for node in self.nodes:
+        for node in members:
             node.wait_ready()
-        for node in self.nodes[1:]:
-            query(self.nodes[0], "CLUSTER", "MEET", node.host, node.port)
+        for node in members[1:]:
+            query(members[0], "CLUSTER", "MEET", node.host, node.port)
         if not self.wait_mesh(mesh_timeout):
-            raise RuntimeError(f"no full mesh of {len(self.nodes)} nodes within "
+            raise RuntimeError(f"no full mesh of {len(members)} nodes within "
                                f"{mesh_timeout:g}s: {self.mesh_problems()}")
 
     def wait_mesh(self, timeout: float) -> bool:
@@ -65,16 +80,17 @@ class Fleet:
 
     def mesh_problems(self) -> str:
         """'' when every node knows, reaches and trusts every other; else what is wrong."""
-        problems = [f"{node.name}: {problem}" for node in self.nodes
-                    for problem in [self._mesh_problem(node)] if problem]
+        members = self.members
+        problems = [f"{node.name}: {problem}" for node in members
+                    for problem in [self._mesh_problem(node, len(members))] if problem]
         return "; ".join(problems)
 
-    def _mesh_problem(self, node: Node) -> str:
+    def _mesh_problem(self, node: Node, members: int) -> str:
         try:
             lines = text(query(node, "CLUSTER", "NODES")).splitlines()
         except LinkError as error:
             return f"no answer ({error})"
-        if len(lines) != len(self.nodes):
+        if len(lines) != members:
             return f"knows {len(lines)} nodes"
         for line in lines:
             words = line.split()
@@ -86,7 +102,7 @@ class Fleet:
     def jobs_held(self) -> dict[str, int | None]:
         """registered_jobs of each node (None: no answer)."""
         held = {}
-        for node in self.nodes:
+        for node in self.members:
             try:
                 info = text(query(node, "INFO", "jobs"))
                 held[node.name] = int(info.split("registered_jobs:")[1].split()[0])
@@ -97,7 +113,7 @@ class Fleet:
     def describe_job(self, job_id: str) -> str:
         """What each node's SHOW says of a job, on one line."""
         parts = []
-        for node in self.nodes:
+        for node in self.members:
             try:
                 reply = query(node, "SHOW", job_id)
             except LinkError as error:

@@ -72,6 +72,7 @@ class Node:
         self.server_args = list(server_args)
         self.proc: subprocess.Popen | None = None
         self.state = EXITED
+        self.member = True        # in the cluster (a spare slot of the run is not, until met)
         self.starts = 0
         self.unexpected_exits: list[int] = []
 
@@ -139,8 +140,10 @@ class Node:
         return code
 
     def stop(self, timeout: float = STOP_TIMEOUT_S) -> int | None:
-        """SIGCONT then SIGTERM; SIGKILL if it does not exit in time. Its exit status."""
-        if self.proc is None:
+        """SIGCONT then SIGTERM; SIGKILL if it does not exit in time. Its exit
+        status; None for a node that was not running (never started, killed
+        and left down, or exited already: its own exit is judged elsewhere)."""
+        if self.proc is None or self.state not in (UP, PAUSED):
             return None
         if self.proc.poll() is None:
             self._signal(signal.SIGCONT)

@@ -58,6 +58,7 @@ class Report:
     crashes: list[Crash]
     problems: list[str] = field(default_factory=list)   # mesh not back, nodes not back
     jobs_held_at_end: dict[str, int | None] = field(default_factory=dict)
+    measures: dict[str, float] = field(default_factory=dict)    # what fault kinds measured
 
     @property
     def unexcused_lost(self) -> list[LostJob]:
@@ -93,7 +94,7 @@ class Report:
             "time: " + ", ".join(f"{k} {v:.1f}s" for k, v in self.elapsed_s.items()),
             f"faults: {f.get('kill', 0)} kill -9, {f.get('pause', 0)} SIGSTOP/SIGCONT, "
             f"{f.get('rewrite', 0)} BGREWRITEAOF; {f.get('restarts', 0)} node restarts, "
-            f"{f.get('resume', 0)} resumes",
+            f"{f.get('resume', 0)} resumes" + self._other_faults_text(),
             f"ADDJOB: {c['adds_sent']} sent, {c['adds_acknowledged']} acknowledged with an ID, "
             f"{c['adds_failed']} not ({self.add_errors_text()})",
             f"delivered: {c['jobs_delivered']} jobs in {c['deliveries']} deliveries "
@@ -109,14 +110,26 @@ class Report:
             f"{c.get('after_ack_node_down_at_ack', 0)} acked while a node was down)",
             f"LOST acknowledged jobs: {len(self.unexcused_lost)}"
             + (f" (+{len(self.lost) - len(self.unexcused_lost)} excused: every copy could "
-               f"have been on killed nodes without an AOF)" if self.lost != self.unexcused_lost
-               else ""),
+               f"have been lost by what the promise allows, e.g. {self._an_excuse()})"
+               if self.lost != self.unexcused_lost else ""),
             f"server crashes: {len(self.crashes)}",
             f"jobs still held by the nodes at the end: {self.jobs_held_text()}",
         ]
+        if self.measures:
+            out.append("measured: " + ", ".join(f"{k} {v:g}" for k, v in self.measures.items()))
         out += self._details()
         out.append(f"RESULT: {'PASS' if self.passed else 'FAIL'}")
         return out
+
+    def _an_excuse(self) -> str:
+        return next((job.excused for job in self.lost if job.excused), "")
+
+    def _other_faults_text(self) -> str:
+        """Events beyond kill, pause and rewrite (clock, power loss, repairs...)."""
+        shown = {"kill", "pause", "rewrite", "restarts", "resume", "restart"}
+        others = [f"{n} {kind}" for kind, n in sorted(self.faults.items())
+                  if kind not in shown and n]
+        return "; " + ", ".join(others) if others else ""
 
     def add_errors_text(self) -> str:
         errors = self.counts_by_prefix("add_error:")

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from disque_py.tools.chaos.cluster import Fleet
+from disque_py.tools.chaos.cluster import Fleet, node_dir
 from disque_py.tools.chaos.faults import DEFAULT_KINDS, KINDS, FaultInjector, FaultPlan
 from disque_py.tools.chaos.ledger import Ledger
 from disque_py.tools.chaos.nodes import Crash, Launch
@@ -44,6 +44,11 @@ FAULT_CONTEXT_EVENTS = 8
 # a delivery this soon after it raced the ack itself.
 AFTER_ACK_GRACE_S = 1.0
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+MEMBERSHIP_SPARES = 1        # spare slots a run with membership faults keeps
+# appendfsync everysec: a power cut loses what a node wrote since its last
+# fsync, a second apart, plus the time that fsync took (a slow one delays
+# the next): what a node wrote this long before its power went is at risk.
+EVERYSEC_LOSS_WINDOW_S = 2.0
 
 
 @dataclass
@@ -54,6 +59,7 @@ class ChaosOptions:
     replicate: int = 3
     max_down: int | None = None        # default: replicate - 1
     appendonly: bool = True
+    appendfsync: str = "always"        # the nodes' appendfsync: always, everysec or no
     directory: str | None = None
     keep: bool = False
     producers: int = 2
@@ -76,7 +82,7 @@ class ChaosOptions:
     def settings(self) -> dict:
         return {"nodes": self.nodes, "duration": f"{self.duration:g}s",
                 "replicate": self.replicate, "max-down": self.max_down,
-                "appendonly": "yes (fsync always)" if self.appendonly else "no",
+                "appendonly": f"yes (fsync {self.appendfsync})" if self.appendonly else "no",
                 "rereplicate": "yes" if self.rereplicate else "no",
                 "backlog": self.backlog, "faults": ", ".join(self.fault_kinds()),
                 "producers": self.producers, "consumers": self.consumers,
@@ -106,8 +112,10 @@ class Run:
         self.echo = echo
         self.rng = random.Random(options.seed)
         self.base_dir = self._make_dir()
-        self.fleet = Fleet(self.base_dir, [Launch() for _ in range(options.nodes)],
-                           self._server_args())
+        spares = MEMBERSHIP_SPARES if "membership" in options.faults else 0
+        self.fleet = Fleet(self.base_dir, [Launch(env=self._node_env(index))
+                                           for index in range(options.nodes + spares)],
+                           self._server_args(), spares)
         self.ledger = Ledger()
         self.started = time.monotonic()
         self.elapsed: dict[str, float] = {}
@@ -122,11 +130,18 @@ class Run:
         parent.mkdir(parents=True, exist_ok=True)
         return Path(tempfile.mkdtemp(prefix=f"chaos-{self.options.seed}-", dir=parent))
 
+    def _node_env(self, index: int) -> dict[str, str]:
+        """What the kinds of fault need in a node's environment (faults/)."""
+        env: dict[str, str] = {}
+        for name in self.options.fault_kinds():
+            env.update(KINDS[name].launch_env(node_dir(self.base_dir, index)))
+        return env
+
     def _server_args(self) -> list[str]:
         args = ["--cluster-node-timeout", str(self.options.node_timeout_ms),
                 "--rereplicate", "yes" if self.options.rereplicate else "no"]
         if self.options.appendonly:
-            args += ["--appendonly", "yes", "--appendfsync", "always"]
+            args += ["--appendonly", "yes", "--appendfsync", self.options.appendfsync]
         return args
 
     # ---------------------------------------------------------- phases
@@ -171,10 +186,14 @@ class Run:
 
     def _plan(self) -> FaultPlan:
         return FaultPlan(self.options.max_down, self.options.fault_interval,
-                         self.options.fault_kinds())
+                         self.options.fault_kinds(), replicate=self.options.replicate)
 
     def _addresses_text(self) -> str:
-        return " ".join(f"{host}:{port}" for host, port in self.fleet.addresses)
+        return " ".join(f"{host}:{port}" for host, port in self._client_addresses())
+
+    def _client_addresses(self) -> list[tuple[str, int]]:
+        """The run's first `nodes` slots (spares are met later, if ever)."""
+        return self.fleet.addresses[:self.options.nodes]
 
     def _spec(self) -> JobSpec:
         o = self.options
@@ -188,7 +207,7 @@ class Run:
         loaders = [Producer(BACKLOG_PRODUCER_BASE + n, o.seed, None, self._spec(),
                             queues=(BACKLOG_QUEUE,),
                             limit=o.backlog // count + (n < o.backlog % count),
-                            rng=self._rng(), addresses=self.fleet.addresses,
+                            rng=self._rng(), addresses=self._client_addresses(),
                             ledger=self.ledger)
                    for n in range(count)]
         self.threads = list(loaders)
@@ -203,7 +222,7 @@ class Run:
     def _start_workers(self) -> tuple[list[Producer], list[Consumer]]:
         o = self.options
         spec = self._spec()
-        common = dict(addresses=self.fleet.addresses, ledger=self.ledger)
+        common = dict(addresses=self._client_addresses(), ledger=self.ledger)
         producers = [Producer(n, o.seed, o.rate / o.producers, spec, rng=self._rng(), **common)
                      for n in range(o.producers)]
         consumers = [Consumer(n, rng=self._rng(), **common) for n in range(o.consumers)]
@@ -281,6 +300,7 @@ class Run:
         crashes = self._stop_nodes()
         faults = {kind: injector.count(kind) for kind in
                   (*self.options.fault_kinds(), "resume", "crash", "start-failed")}
+        faults.update(injector.event_counts())
         faults["restarts"] = self.fleet.restarts()
         self._write_timeline(injector)
         counts = verdict_counts(verdict, self.ledger.add_errors)
@@ -293,9 +313,37 @@ class Run:
         return Report(self.options.seed, self.options.settings(), str(self.base_dir),
                       dict(self.elapsed), counts,
                       faults, lost, [self._after_ack_line(r, d) for r, d in verdict.after_ack],
-                      verdict.wrong, crashes, self.problems, held)
+                      verdict.wrong, crashes, self.problems, held, injector.measures())
 
     def _lost_job(self, record) -> LostJob:
+        excused = self._power_cut_excuse(record.added_at) or self._no_aof_excuse(record)
+        faults = self._faults_text(record.added_at - FAULT_CONTEXT_S, time.monotonic())
+        return LostJob(record.job_id, record.body, record.queue,
+                       record.added_at - self.started, excused,
+                       f"added on node{record.node}, delivered {len(record.deliveries)} "
+                       f"times, NACKed {record.nacks} times; nodes say: "
+                       f"{self.fleet.describe_job(record.job_id)}; faults: {faults}")
+
+    def _power_cut_excuse(self, added_at: float) -> str:
+        """appendfsync everysec promises a node's writes once a second: a job
+        every copy of which may have gone with power cuts inside that window
+        is excused; with appendfsync no (only rewrites fsync), any power cut
+        after it was added may have taken a copy. always excuses nothing."""
+        o = self.options
+        if not o.appendonly or o.appendfsync == "always":
+            return ""
+        window = EVERYSEC_LOSS_WINDOW_S
+        if o.appendfsync == "everysec":
+            end, when = added_at + window, f"within {window:g}s of its add"
+        else:
+            end, when = time.monotonic(), "after it was added"
+        cut = {e.node for e in self.injector.events_between(added_at - window, end)
+               if e.kind == "powerloss"}
+        if len(cut) < o.replicate:
+            return ""
+        return f"appendfsync {o.appendfsync}: {len(cut)} node(s) lost power {when}"
+
+    def _no_aof_excuse(self, record) -> str:
         excused = ""
         if self.options.rereplicate:
             # Copies heal: only REPLICATE nodes down at once can take every copy.
@@ -306,12 +354,7 @@ class Run:
             killed = self.injector.losses_after(record.added_at)
             if not self.options.appendonly and len(killed) >= self.options.replicate:
                 excused = f"no AOF, {len(killed)} node(s) killed after it was added"
-        faults = self._faults_text(record.added_at - FAULT_CONTEXT_S, time.monotonic())
-        return LostJob(record.job_id, record.body, record.queue,
-                       record.added_at - self.started, excused,
-                       f"added on node{record.node}, delivered {len(record.deliveries)} "
-                       f"times, NACKed {record.nacks} times; nodes say: "
-                       f"{self.fleet.describe_job(record.job_id)}; faults: {faults}")
+        return excused
 
     def _after_ack_line(self, record, delivery) -> str:
         """The facts needed to explain it: who added, delivered, acked, and which
@@ -343,7 +386,8 @@ class Run:
         return (text or "none") + (f" and {more} more" if more > 0 else "")
 
     def _write_timeline(self, injector: FaultInjector) -> None:
-        lines = [f"{self._at(e.at)} {e.kind} node{e.node}" for e in injector.events]
+        lines = [f"{self._at(e.at)} {e.kind} node{e.node}" + (f": {e.detail}" if e.detail else "")
+                 for e in injector.events]
         (self.base_dir / "faults.txt").write_text("\n".join(lines) + "\n")
 
     def _stop_nodes(self) -> list[Crash]:

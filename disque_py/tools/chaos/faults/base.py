@@ -9,7 +9,9 @@ failed to start). Rules kept: a kind touches only the nodes the injector
 offers it, and records what it does through the injector, so the run's
 timeline (faults.txt, the report's explanations) has every fault and heal.
 
-Kinds that take a node out of the cluster (`takes_down`) count against the
+A kind may ask for environment variables on every node of the run
+(launch_env: a preloaded library, a test seam) and report figures it
+measured (measures). Kinds that take a node out of the cluster (`takes_down`) count against the
 run's max_down while their harm lasts; kinds that can make a node lose what
 it had not written (`loses_data`) are what a lost job may be excused by
 when the AOF is off.
@@ -18,8 +20,10 @@ when the AOF is off.
 from __future__ import annotations
 
 import random
+import threading
 from dataclasses import dataclass
-from typing import Callable, ClassVar, Protocol
+from pathlib import Path
+from typing import Any, Callable, ClassVar, Protocol
 
 from disque_py.tools.chaos.nodes import Node
 
@@ -54,6 +58,9 @@ class Injector(Protocol):
 
     nodes: list[Node]
     rng: random.Random
+    plan: Any                   # injector.FaultPlan
+    harms: list[Harm]           # the harms not yet undone
+    stopping: threading.Event   # set when the faults stop (the drain begins)
 
     def record(self, kind: str, node: int, detail: str = "") -> None: ...
 
@@ -76,8 +83,18 @@ class FaultKind:
     def __init__(self, injector: Injector) -> None:
         self.injector = injector
 
+    @classmethod
+    def launch_env(cls, directory: Path) -> dict[str, str]:
+        """Environment a node needs for this kind (a preloaded clock, a
+        seam's side file in its `directory`), set from its first start."""
+        return {}
+
     def inject(self, now: float) -> Harm | None:
         raise NotImplementedError
+
+    def measures(self) -> dict[str, float]:
+        """Figures this kind measured, for the report."""
+        return {}
 
 
 KINDS: dict[str, type[FaultKind]] = {}

@@ -16,6 +16,7 @@ from __future__ import annotations
 import random
 import threading
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 
 from disque_py.tools.chaos.faults.base import (CRASH, KINDS, Event, Harm, back_kinds,
@@ -32,6 +33,7 @@ class FaultPlan:
     max_down: int
     mean_interval_s: float
     kinds: tuple[str, ...] = ("kill", "pause")
+    replicate: int = 1             # the jobs' REPLICATE: membership keeps that many members
     first_kinds: tuple[str, ...] = field(default=())   # drawn first, once each (default: kinds)
 
 
@@ -189,4 +191,13 @@ class FaultInjector(threading.Thread):
         return down
 
     def down_text(self) -> list[str]:
-        return [f"{node.name}:{node.state}" for node in self.nodes if node.state != UP]
+        return [f"{node.name}:{node.state}" for node in self.nodes
+                if node.state != UP and node.member]
+
+    def event_counts(self) -> dict[str, int]:
+        """How many events of each kind (faults, heals, refusals, repairs...)."""
+        with self._lock:
+            return dict(Counter(event.kind for event in self.events))
+
+    def measures(self) -> dict[str, float]:
+        return {name: value for kind in self.kinds for name, value in kind.measures().items()}
