@@ -83,6 +83,10 @@ class Fleet:
                 return f"sees {words[1]} as {words[2]} {words[-1]}"
         return ""
 
+    def node_ids(self) -> list[str]:
+        """Each node's ID (CLUSTER MYID), by index: a job ID names its creator's."""
+        return [text(query(node, "CLUSTER", "MYID")) for node in self.nodes]
+
     def jobs_held(self) -> dict[str, int | None]:
         """registered_jobs of each node (None: no answer)."""
         held = {}

@@ -1,0 +1,230 @@
+"""The MAXDELIVERIES workload: dead letters under faults.
+
+Jobs carry MAXDELIVERIES LIMIT (their dead-letter queue is `<queue>:dead`);
+consumers NACK half of what they get, so a share of the jobs reach the
+limit; they read with WITHCOUNTERS, to learn the nodes' RETRY re-queues.
+Nobody reads a dead-letter queue before the drain, which reads them all.
+A watcher thread looks into every node's dead-letter queues every second
+(QPEEK) and asks the node that holds a dead job for its counters (SHOW)
+the first time it sees it there.
+
+The promises (docs/beyond-disque.md, "Failed jobs"), as clients can see them:
+  early    a job is dead-lettered only once it was handed out LIMIT times:
+           its GETJOB deliveries the clients saw before it was first seen
+           dead, plus the RETRY re-queues its dead copy counts (a job
+           re-queued by its timer is presumed delivered and lost, as
+           Disque's additional-deliveries says; clients cannot see those,
+           so the node's own count is taken), must reach LIMIT;
+  twice    a job is dead-lettered by one holder: the others hear it (QUEUED
+           flagged dead) and move their copies without queueing them, so
+           it is queued in one node's dead-letter queue. Seen queued dead on
+           two nodes, it is excused when a fault hit either between its
+           first delivery and the second sighting (the message was lost to
+           a node down, a holder re-queued its dead copy while the first
+           was down or away: the two sides of a partition); else it fails;
+  lost     a job seen dead is delivered again (the drain reads the dead
+           queues), unless it was acknowledged before it was seen dead.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from dataclasses import dataclass, replace
+
+from disque_py.tools.chaos.faults.base import CLUSTER
+from disque_py.tools.chaos.ledger import JobRecord
+from disque_py.tools.chaos.link import LinkError
+from disque_py.tools.chaos.workloads.base import CheckContext, Findings, Workload, register
+from disque_py.tools.chaos.workloads.clients import (CONSUMER_SOCKET_TIMEOUT_S, Consumer, JobSpec,
+                                                    Worker)
+
+LIMIT = 3
+DEAD_SUFFIX = ":dead"
+NACK_PROBABILITY = 0.5
+WATCH_EVERY_S = 1.0
+PEEK_COUNT = 10000
+
+
+def dead_queue(queue: str) -> str:
+    return queue + DEAD_SUFFIX
+
+
+@dataclass
+class Sighting:
+    """A job seen queued in a node's dead-letter queue (QPEEK)."""
+
+    body: str
+    job_id: str
+    node: int
+    at: float
+    nacks: int | None = None          # its counters there (SHOW), when asked
+    deliveries: int | None = None
+
+
+def peek_dead(worker: Worker, node: int, queues: tuple[str, ...]) -> list[Sighting]:
+    """The jobs queued in `node`'s dead-letter queues, now ([] if it does not answer)."""
+    found = []
+    for queue in queues:
+        try:
+            items = worker.links.call(node, "QPEEK", dead_queue(queue), PEEK_COUNT)
+        except LinkError:
+            return found
+        now = time.monotonic()
+        found += [Sighting(body.decode(), job_id.decode(), node, now)
+                  for _, job_id, body in items or []]
+    return found
+
+
+class DeadLetterWatcher(Worker):
+    """Every WATCH_EVERY_S, every node's dead-letter queues; SHOW for the
+    counters of a job the first time a node is seen holding it dead."""
+
+    def __init__(self, queues: tuple[str, ...], **kwargs) -> None:
+        super().__init__("dead-letter-watcher", socket_timeout=CONSUMER_SOCKET_TIMEOUT_S,
+                         **kwargs)
+        self.queues = queues
+        self.sightings: dict[tuple[str, int], Sighting] = {}   # (body, node): the first
+
+    def step(self) -> None:
+        for node in range(self.nodes):
+            for sighting in peek_dead(self, node, self.queues):
+                if (sighting.body, node) not in self.sightings:
+                    self._ask_counters(sighting)
+                    self.sightings[(sighting.body, node)] = sighting
+        self.stopping.wait(WATCH_EVERY_S)
+
+    def _ask_counters(self, sighting: Sighting) -> None:
+        try:
+            show = self.links.call(sighting.node, "SHOW", sighting.job_id)
+        except LinkError:
+            return
+        fields = dict(zip(show[::2], show[1::2])) if show else {}
+        if b"nacks" in fields:
+            sighting.nacks = int(fields[b"nacks"])
+            sighting.deliveries = int(fields[b"additional-deliveries"])
+
+    def by_body(self) -> dict[str, list[Sighting]]:
+        found: dict[str, list[Sighting]] = {}
+        for sighting in sorted(self.sightings.values(), key=lambda s: s.at):
+            found.setdefault(sighting.body, []).append(sighting)
+        return found
+
+
+class DeadLetterWorkload(Workload):
+    """What the workloads with dead letters share: the job option, the
+    dead-letter queues read by the drain, and the consumers' counters."""
+
+    nack_probability = NACK_PROBABILITY
+
+    limit = LIMIT
+
+    def spec(self) -> JobSpec:
+        spec = self.setup.spec
+        return replace(spec, options=spec.options + ("MAXDELIVERIES", self.limit))
+
+    def drain_queues(self) -> tuple[str, ...]:
+        return tuple(dead_queue(queue) for queue in self.queues)
+
+    def queues_of(self, queue: str) -> set[str]:
+        return {queue, dead_queue(queue)}
+
+    def settings(self) -> dict:
+        return {**super().settings(), "max-deliveries": self.limit}
+
+
+@register
+class MaxDeliveries(DeadLetterWorkload):
+    name = "maxdeliveries"
+    summary = (f"ADDJOB ... MAXDELIVERIES {LIMIT}, half the deliveries NACKed: dead letters "
+               f"never early, on one node, never lost")
+
+    def __init__(self, setup) -> None:
+        super().__init__(setup)
+        self.watcher: DeadLetterWatcher | None = None
+
+    def consumers(self) -> list[Worker]:
+        return [Consumer(n, queues=self.queues, drain_queues=self.drain_queues(),
+                         nack_probability=self.nack_probability, withcounters=True,
+                         **self.common()) for n in range(self.setup.consumers)]
+
+    def observers(self) -> list[Worker]:
+        self.watcher = DeadLetterWatcher(self.queues, **self.common())
+        return [self.watcher]
+
+    def check(self, records: list[JobRecord], context: CheckContext) -> Findings:
+        sightings = self.watcher.by_body() if self.watcher is not None else {}
+        return check_dead_letters(records, sightings, context, self.limit)
+
+
+def check_dead_letters(records: list[JobRecord], sightings: dict[str, list[Sighting]],
+                       context: CheckContext, limit: int = LIMIT) -> Findings:
+    """The dead-letter promises over the ledger and the watcher's sightings."""
+    findings = Findings()
+    tally: Counter[str] = Counter()
+    for record in records:
+        seen = sightings.get(record.body, [])
+        first_dead = _first_dead(record, seen)
+        if first_dead is None:
+            continue
+        tally["dead_lettered"] += 1
+        tally["seen_dead_by_the_watcher"] += bool(seen)
+        _check_early(record, seen, first_dead, limit, findings)
+        _check_nodes(record, seen, context, findings, tally)
+        check_delivered_after(record, first_dead, findings)
+    added = sum(1 for r in records if r.added_at is not None) or 1
+    findings.figures.update(tally)
+    findings.figures["dead_rate"] = tally["dead_lettered"] / added
+    findings.figures["dead_deliveries"] = sum(
+        1 for r in records for d in r.deliveries if d.queue.endswith(DEAD_SUFFIX))
+    return findings
+
+
+def _first_dead(record: JobRecord, seen: list[Sighting]) -> float | None:
+    """When it was first known dead: seen in a dead queue, or delivered from one."""
+    moments = [s.at for s in seen] + [d.asked_at for d in record.deliveries
+                                      if d.queue.endswith(DEAD_SUFFIX)]
+    return min(moments, default=None)
+
+
+def _check_early(record: JobRecord, seen: list[Sighting], first_dead: float, limit: int,
+                 findings: Findings) -> None:
+    handed = sum(1 for d in record.deliveries
+                 if d.asked_at < first_dead and not d.queue.endswith(DEAD_SUFFIX))
+    requeues = max([s.deliveries or 0 for s in seen] +
+                   [d.counters[1] for d in record.deliveries if d.counters is not None
+                    and (d.asked_at <= first_dead or d.queue.endswith(DEAD_SUFFIX))],
+                   default=0)
+    if handed + requeues < limit:
+        findings.failures.append(
+            f"{record.job_id} dead-lettered early: {handed} GETJOB deliveries and "
+            f"{requeues} RETRY re-queues before it was seen dead, MAXDELIVERIES {limit}")
+
+
+def _check_nodes(record: JobRecord, seen: list[Sighting], context: CheckContext,
+                 findings: Findings, tally: Counter) -> None:
+    nodes = list(dict.fromkeys(s.node for s in seen))
+    if len(nodes) < 2:
+        return
+    tally["dead_on_two_nodes"] += 1
+    second = next(s for s in seen if s.node == nodes[1])
+    start = min([d.asked_at for d in record.deliveries] + [seen[0].at])
+    faults = context.faults_on({nodes[0], nodes[1], CLUSTER}, start, second.at)
+    line = (f"{record.job_id} queued dead on node{nodes[0]} then on node{nodes[1]} "
+            f"({second.at - seen[0].at:.1f}s later)")
+    if faults:
+        tally["dead_on_two_nodes_excused"] += 1
+        findings.excused.append(line + f": {faults[0].kind} node{faults[0].node} in between "
+                                       f"(the dead mark missed a holder, or a holder "
+                                       f"re-queued its dead copy while the first was away)")
+    else:
+        findings.failures.append(line + ", no fault on either in between")
+
+
+def check_delivered_after(record: JobRecord, first_dead: float, findings: Findings) -> None:
+    """A job seen dead is delivered again (unless acknowledged before)."""
+    if record.acked_at is not None and record.acked_at < first_dead:
+        return
+    if not any(d.asked_at >= first_dead for d in record.deliveries):
+        findings.failures.append(f"{record.job_id} lost after it was dead-lettered: seen dead, "
+                                 f"never delivered again (the drain reads the dead queues)")
