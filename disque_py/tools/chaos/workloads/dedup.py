@@ -38,7 +38,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass, replace
 
-from disque_py.tools.chaos.ledger import JobRecord
+from disque_py.tools.chaos.ledger import Attempt, JobRecord
 from disque_py.tools.chaos.link import LinkError
 from disque_py.tools.chaos.workloads.base import CheckContext, Findings, Workload, register
 from disque_py.tools.chaos.workloads.clients import DOWN_NODE_BACKOFF_S, Producer
@@ -167,19 +167,27 @@ def check_keys(records: list[JobRecord], shown: dict[str, list[Knowledge]],
     tally: Counter[str] = Counter()
     for record in records:
         knowledge = _answers_known(record) + shown.get(record.body, [])
-        broken = _new_jobs_where_known(record, knowledge, creators, context, findings)
+        verdicts = [_judge_new_job(record, attempt, knowledge, context)
+                    for attempt in record.attempts
+                    if attempt.job_id is not None
+                    and creators.get(attempt.job_id[ID_PREFIX]) == attempt.node]
+        findings.failures += [line for broken, line in verdicts if broken and line]
         ids = record.answered_ids
         delivered = {d.job_id for d in record.deliveries}
         tally["keys"] += 1
         tally["keys_acknowledged"] += bool(ids)
         tally["tries"] += len(record.attempts)
-        if len(ids) > 1 and not broken:
-            tally["keys_split"] += 1
-            findings.excused.append(f"key of {record.body[:40]!r}: IDs {', '.join(ids)} "
-                                    f"({_where(record)}): the retry reached a node that "
-                                    f"did not know the key (deduplication is per node)")
         tally["keys_with_extra_jobs"] += bool(ids and delivered - set(ids))
         tally["keys_made_2_or_more_jobs"] += len(delivered | set(ids)) > 1
+        tally.update(_duplicate_outcomes(record))
+        if len(ids) > 1 and not any(broken for broken, _ in verdicts):
+            forgotten = next((line for broken, line in verdicts if line), "")
+            kind, excuse = ("forgotten", forgotten) if forgotten else \
+                _split_excuse(record, ids, creators)
+            tally["keys_split"] += 1
+            tally[f"keys_split_{kind}"] += 1
+            findings.excused.append(f"key of {record.body[:40]!r}: IDs {', '.join(ids)} "
+                                    f"({_where(record)}): {excuse}")
     acknowledged = tally["keys_acknowledged"] or 1
     findings.figures.update(tally)
     findings.figures["split_rate"] = tally["keys_split"] / acknowledged
@@ -188,35 +196,55 @@ def check_keys(records: list[JobRecord], shown: dict[str, list[Knowledge]],
     return findings
 
 
+def _duplicate_outcomes(record: JobRecord) -> Counter[str]:
+    """The ADDJOBs sent after the key got its first ID (the duplicates sent
+    on purpose), by where they went and what they got."""
+    outcomes: Counter[str] = Counter()
+    first = next((a for a in record.attempts if a.job_id is not None), None)
+    if first is None:
+        return outcomes
+    for attempt in record.attempts[record.attempts.index(first) + 1:]:
+        where = "same_node" if attempt.node == first.node else "other_node"
+        got = "same_id" if attempt.job_id == first.job_id else \
+            "other_id" if attempt.job_id is not None else "no_id"
+        outcomes[f"again_{where}_{got}"] += 1
+    return outcomes
+
+
 def _answers_known(record: JobRecord) -> list[Knowledge]:
     return [Knowledge(a.node, a.answered_at, a.job_id, "answered its ID")
             for a in record.attempts if a.job_id is not None]
 
 
-def _new_jobs_where_known(record: JobRecord, knowledge: list[Knowledge],
-                          creators: dict[str, int], context: CheckContext,
-                          findings: Findings) -> bool:
-    """Findings for every attempt answered with a job its node made although
-    it knew the key's job before; True if one broke the promise."""
-    broken = False
-    for attempt in record.attempts:
-        if attempt.job_id is None or creators.get(attempt.job_id[ID_PREFIX]) != attempt.node:
+def _judge_new_job(record: JobRecord, attempt: Attempt, knowledge: list[Knowledge],
+                   context: CheckContext) -> tuple[bool, str]:
+    """An attempt answered with a job its own node made: (True, why) if that
+    node knew another job of the key before the attempt was sent; (False,
+    the excuse) if it may have forgotten it since; (False, "") if it knew none."""
+    for known in knowledge:
+        if known.node != attempt.node or known.job_id == attempt.job_id \
+                or known.at >= attempt.sent_at:
             continue
-        for known in knowledge:
-            if known.node != attempt.node or known.job_id == attempt.job_id \
-                    or known.at >= attempt.sent_at:
-                continue
-            line = (f"key of {record.body[:40]!r}: node{attempt.node} {known.how} "
-                    f"{known.job_id}, then made {attempt.job_id} for it "
-                    f"({attempt.sent_at - known.at:.1f}s later)")
-            if context.forgot(attempt.node, known.at):
-                findings.excused.append(line + ": it was killed in between, without an "
-                                               "AOF that keeps every write")
-            else:
-                findings.failures.append(line)
-                broken = True
-            break
-    return broken
+        line = (f"node{attempt.node} {known.how} {known.job_id}, then made "
+                f"{attempt.job_id} for the key ({attempt.sent_at - known.at:.1f}s later)")
+        if context.forgot(attempt.node, known.at):
+            return False, line + ": it was killed in between, without an AOF that keeps " \
+                                 "every write, and forgot the key"
+        return True, f"key of {record.body[:40]!r}: {line}"
+    return False, ""
+
+
+def _split_excuse(record: JobRecord, ids: list[str],
+                  creators: dict[str, int]) -> tuple[str, str]:
+    """Why a key got two IDs without a node breaking the promise: (kind, text)."""
+    second = next(a for a in record.attempts if a.job_id not in (None, ids[0]))
+    creator = creators.get(second.job_id[ID_PREFIX])
+    if creator == second.node:
+        return "unknown_there", (f"node{second.node} did not know the key (no copy of "
+                                 f"{ids[0]} there: deduplication is per node) and made "
+                                 f"another job")
+    return "another_try", (f"node{second.node} answered a job node{creator} made for another "
+                           f"try of the key (both exist: that try's answer was lost)")
 
 
 def _where(record: JobRecord) -> str:

@@ -31,6 +31,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 from dataclasses import dataclass, replace
+from typing import NamedTuple
 
 from disque_py.tools.chaos.faults.base import CLUSTER
 from disque_py.tools.chaos.ledger import JobRecord
@@ -52,11 +53,13 @@ def dead_queue(queue: str) -> str:
 
 @dataclass
 class Sighting:
-    """A job seen queued in a node's dead-letter queue (QPEEK)."""
+    """A job seen queued in a node's dead-letter queue (QPEEK): dead at some
+    moment between the QPEEK's sending (`asked_at`) and its answer (`at`)."""
 
     body: str
     job_id: str
     node: int
+    asked_at: float
     at: float
     nacks: int | None = None          # its counters there (SHOW), when asked
     deliveries: int | None = None
@@ -66,12 +69,13 @@ def peek_dead(worker: Worker, node: int, queues: tuple[str, ...]) -> list[Sighti
     """The jobs queued in `node`'s dead-letter queues, now ([] if it does not answer)."""
     found = []
     for queue in queues:
+        asked_at = time.monotonic()
         try:
             items = worker.links.call(node, "QPEEK", dead_queue(queue), PEEK_COUNT)
         except LinkError:
             return found
         now = time.monotonic()
-        found += [Sighting(body.decode(), job_id.decode(), node, now)
+        found += [Sighting(body.decode(), job_id.decode(), node, asked_at, now)
                   for _, job_id, body in items or []]
     return found
 
@@ -164,14 +168,14 @@ def check_dead_letters(records: list[JobRecord], sightings: dict[str, list[Sight
     tally: Counter[str] = Counter()
     for record in records:
         seen = sightings.get(record.body, [])
-        first_dead = _first_dead(record, seen)
-        if first_dead is None:
+        dead = first_dead(record, seen)
+        if dead is None:
             continue
         tally["dead_lettered"] += 1
         tally["seen_dead_by_the_watcher"] += bool(seen)
-        _check_early(record, seen, first_dead, limit, findings)
+        _check_early(record, seen, dead, limit, findings)
         _check_nodes(record, seen, context, findings, tally)
-        check_delivered_after(record, first_dead, findings)
+        check_delivered_after(record, dead, findings)
     added = sum(1 for r in records if r.added_at is not None) or 1
     findings.figures.update(tally)
     findings.figures["dead_rate"] = tally["dead_lettered"] / added
@@ -180,20 +184,30 @@ def check_dead_letters(records: list[JobRecord], sightings: dict[str, list[Sight
     return findings
 
 
-def _first_dead(record: JobRecord, seen: list[Sighting]) -> float | None:
-    """When it was first known dead: seen in a dead queue, or delivered from one."""
-    moments = [s.at for s in seen] + [d.asked_at for d in record.deliveries
-                                      if d.queue.endswith(DEAD_SUFFIX)]
-    return min(moments, default=None)
+class Dead(NamedTuple):
+    """A job known dead at some moment between `asked_at` and `at`: a
+    QPEEK, or a GETJOB from a dead-letter queue, from sending to answer."""
+
+    asked_at: float
+    at: float
 
 
-def _check_early(record: JobRecord, seen: list[Sighting], first_dead: float, limit: int,
+def first_dead(record: JobRecord, seen: list[Sighting]) -> Dead | None:
+    """The first time it was known dead: seen in a dead queue, or delivered from one."""
+    known = [Dead(s.asked_at, s.at) for s in seen] + \
+        [Dead(d.asked_at, d.at) for d in record.deliveries if d.queue.endswith(DEAD_SUFFIX)]
+    return min(known, key=lambda dead: dead.at, default=None)
+
+
+def _check_early(record: JobRecord, seen: list[Sighting], dead: Dead, limit: int,
                  findings: Findings) -> None:
+    """Deliveries asked for before it was known dead, and the RETRY re-queues
+    its dead copies count, reach the limit."""
     handed = sum(1 for d in record.deliveries
-                 if d.asked_at < first_dead and not d.queue.endswith(DEAD_SUFFIX))
+                 if d.asked_at < dead.at and not d.queue.endswith(DEAD_SUFFIX))
     requeues = max([s.deliveries or 0 for s in seen] +
                    [d.counters[1] for d in record.deliveries if d.counters is not None
-                    and (d.asked_at <= first_dead or d.queue.endswith(DEAD_SUFFIX))],
+                    and (d.asked_at < dead.at or d.queue.endswith(DEAD_SUFFIX))],
                    default=0)
     if handed + requeues < limit:
         findings.failures.append(
@@ -208,7 +222,7 @@ def _check_nodes(record: JobRecord, seen: list[Sighting], context: CheckContext,
         return
     tally["dead_on_two_nodes"] += 1
     second = next(s for s in seen if s.node == nodes[1])
-    start = min([d.asked_at for d in record.deliveries] + [seen[0].at])
+    start = min([d.asked_at for d in record.deliveries] + [seen[0].asked_at])
     faults = context.faults_on({nodes[0], nodes[1], CLUSTER}, start, second.at)
     line = (f"{record.job_id} queued dead on node{nodes[0]} then on node{nodes[1]} "
             f"({second.at - seen[0].at:.1f}s later)")
@@ -221,10 +235,11 @@ def _check_nodes(record: JobRecord, seen: list[Sighting], context: CheckContext,
         findings.failures.append(line + ", no fault on either in between")
 
 
-def check_delivered_after(record: JobRecord, first_dead: float, findings: Findings) -> None:
-    """A job seen dead is delivered again (unless acknowledged before)."""
-    if record.acked_at is not None and record.acked_at < first_dead:
+def check_delivered_after(record: JobRecord, dead: Dead, findings: Findings) -> None:
+    """A job known dead is delivered again (unless acknowledged before):
+    a delivery answered once the look that saw it dead was sent counts."""
+    if record.acked_at is not None and record.acked_at < dead.asked_at:
         return
-    if not any(d.asked_at >= first_dead for d in record.deliveries):
+    if not any(d.at >= dead.asked_at for d in record.deliveries):
         findings.failures.append(f"{record.job_id} lost after it was dead-lettered: seen dead, "
                                  f"never delivered again (the drain reads the dead queues)")

@@ -31,7 +31,7 @@ from disque_py.tools.chaos.workloads.clients import (CONSUMER_SOCKET_TIMEOUT_S, 
                                                     Worker)
 from disque_py.tools.chaos.workloads.maxdeliveries import (DEAD_SUFFIX, DeadLetterWorkload,
                                                            Sighting, check_delivered_after,
-                                                           dead_queue, peek_dead)
+                                                           dead_queue, first_dead, peek_dead)
 
 LIMIT = 2
 POISON_EVERY = 3                 # one body in this many is poison
@@ -119,19 +119,19 @@ class QRequeue(DeadLetterWorkload):
 def check_requeued(records: list[JobRecord], sightings: list[Sighting],
                    requeues: list[Requeue]) -> Findings:
     findings = Findings()
-    first_seen: dict[str, float] = {}
+    seen: dict[str, list[Sighting]] = {}
     for sighting in sightings:
-        first_seen.setdefault(sighting.body, sighting.at)
+        seen.setdefault(sighting.body, []).append(sighting)
     tally: Counter[str] = Counter()
     for record in records:
-        seen_at = first_seen.get(record.body)
-        if seen_at is None:
+        if record.body not in seen:
             continue
+        dead = first_dead(record, seen[record.body])
         tally["seen_dead"] += 1
-        later = [d for d in record.deliveries if d.asked_at >= seen_at]
+        later = [d for d in record.deliveries if d.at >= dead.asked_at]
         tally["came_back"] += any(not d.queue.endswith(DEAD_SUFFIX) for d in later)
         tally["drained_from_dead_queue"] += any(d.queue.endswith(DEAD_SUFFIX) for d in later)
-        check_delivered_after(record, seen_at, findings)
+        check_delivered_after(record, dead, findings)
     tally["poison_jobs"] = sum(1 for r in records if r.added_at is not None and poison(r.body))
     tally["qrequeue_calls"] = len(requeues)
     tally["jobs_moved"] = sum(r.moved for r in requeues)
