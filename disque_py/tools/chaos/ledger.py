@@ -16,8 +16,8 @@ the same way):
                 while every ADDJOB of it was answered (none could have made
                 that job), or from a queue the job could not be in;
   recovered     delivered although no ADDJOB of it was answered with an ID;
-  after-ack     a GETJOB sent after an ACKJOB of the same job was answered
-                returned the job again (reported apart: Disque allows it
+  after-ack     a GETJOB sent after an ACKJOB of the same job (the same ID)
+                was answered returned the job again (reported apart: Disque allows it
                 when a copy missed the ack, for example on a node that was
                 down when the ack was spread);
   duplicates    deliveries beyond the first that no NACK asked for;
@@ -87,6 +87,7 @@ class JobRecord:
     ack_sent_at: float | None = None   # first ACKJOB sent (answered or not)
     acked_at: float | None = None   # first ACKJOB answered
     acked_on: int | None = None     # by this node
+    acks: dict[str, float] = field(default_factory=dict)   # job ID: its first ACKJOB answered
 
     @property
     def owed_delivery(self) -> bool:
@@ -202,11 +203,13 @@ class Ledger:
             if record.ack_sent_at is None:
                 record.ack_sent_at = now
 
-    def acked(self, body: str, node: int, now: float) -> None:
+    def acked(self, body: str, node: int, now: float, job_id: str | None = None) -> None:
+        """An ACKJOB of the job `job_id` (default: the ID its ADDJOB got) was answered."""
         with self._lock:
             record = self._jobs[body]
             if record.acked_at is None:
                 record.acked_at, record.acked_on = now, node
+            record.acks.setdefault(job_id or record.job_id, now)
 
     # ---------------------------------------------------------- reading it
 
@@ -267,8 +270,8 @@ class Ledger:
             unexpected = list(self._strangers)
         added = [r for r in records if r.added_at is not None]
         lost = [r for r in added if r.owed_delivery]
-        after_ack = [(r, d) for r in records if r.acked_at is not None
-                     for d in r.deliveries if d.asked_at > r.acked_at]
+        after_ack = [(r, d) for r in records for d in r.deliveries
+                     if d.asked_at > r.acks.get(d.job_id, d.asked_at)]
         unexpected += [problem for r in records for problem in _mismatches(r, queues_of)]
         delays = _delays(added, healed_at, drain_only)
         return Verdict(lost, after_ack, unexpected, _counts(records, added), delays)

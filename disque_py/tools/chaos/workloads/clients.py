@@ -216,7 +216,7 @@ class Consumer(Worker):
         self.ledger.acking(body, time.monotonic())
         for _ in range(ACK_ATTEMPTS):
             if self.try_call(node, "ACKJOB", job_id):
-                self.ledger.acked(body, node, time.monotonic())
+                self.ledger.acked(body, node, time.monotonic(), job_id.decode())
                 return
             node = self.random_node(exclude=node)
 

@@ -164,7 +164,7 @@ def check_keys(records: list[JobRecord], shown: dict[str, list[Knowledge]],
     """The DEDUP promises over every key's record (see the module's docstring)."""
     creators = {node_id[:8]: index for index, node_id in enumerate(node_ids)}
     findings = Findings()
-    tally: Counter[str] = Counter()
+    tally: Counter[str] = Counter(keys=0, keys_split=0)
     for record in records:
         knowledge = _answers_known(record) + shown.get(record.body, [])
         verdicts = [_judge_new_job(record, attempt, knowledge, context)

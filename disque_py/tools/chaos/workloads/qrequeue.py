@@ -122,7 +122,7 @@ def check_requeued(records: list[JobRecord], sightings: list[Sighting],
     seen: dict[str, list[Sighting]] = {}
     for sighting in sightings:
         seen.setdefault(sighting.body, []).append(sighting)
-    tally: Counter[str] = Counter()
+    tally: Counter[str] = Counter(seen_dead=0, came_back=0)
     for record in records:
         if record.body not in seen:
             continue
