@@ -11,8 +11,8 @@
       Is an AOF readable, and where not (check_aof.py).
   disque-py chaos [--nodes N] [--duration S] [--seed N] [--json [FILE]] ...
       The real-process fault checker (disque_py/tools/chaos/); exit status 1 when
-      an acknowledged job was lost or a server crashed. --json without FILE
-      writes under chaos-reports/, which git ignores.
+      an acknowledged job was lost, a workload's promise broken or a server
+      crashed. --json without FILE writes under chaos-reports/, which git ignores.
 
 A subcommand imports what it needs when it runs: `disque-py cluster` never
 imports the compiled engine, so a stale build cannot stop it.
@@ -120,12 +120,15 @@ def server(config_file, port, bind, directory, http_port, http_bind) -> None:
 def chaos(json_path, fault_names, **options) -> None:
     """Kill, pause and restart real nodes under load; check no job is lost.
 
-    Starts the nodes on free 127.0.0.1 ports, joins them, runs producers
-    (ADDJOB ... REPLICATE) and consumers (GETJOB, NACK, WORKING, ACKJOB)
-    against random nodes while kill -9 and SIGSTOP/SIGCONT faults hit random
-    nodes; then restarts everything, drains, and reports lost, delivered and
-    duplicated jobs. Exit status 1 on a lost acknowledged job or a server
-    crash; every node started is stopped, even on Ctrl-C."""
+    Starts the nodes on free 127.0.0.1 ports, joins them, runs the
+    workload's producers (ADDJOB ... REPLICATE) and consumers (GETJOB, NACK,
+    WORKING, ACKJOB) against random nodes while kill -9 and SIGSTOP/SIGCONT
+    faults hit random nodes; then restarts everything, drains, and reports
+    lost, unexpected, delivered and duplicated jobs, the delays to a first
+    delivery, and the workload's own promises. Exit status 1 on a lost
+    acknowledged job, an unexpected delivery, a broken promise or a server
+    crash, with the command that replays the run; every node started is
+    stopped, even on Ctrl-C."""
     from disque_py.tools.chaos.run import ChaosOptions, fault_kinds, run, workload_name
     try:
         options["faults"] = fault_kinds(fault_names)
