@@ -213,22 +213,21 @@ class Ledger:
 
     # ---------------------------------------------------------- reading it
 
-    def record(self, body: str) -> JobRecord | None:
-        with self._lock:
-            return self._jobs.get(body)
-
     def records(self) -> list[JobRecord]:
         """Every record, in the order the bodies were first sent."""
         with self._lock:
             return list(self._jobs.values())
 
     def add_errors(self) -> Counter[str]:
-        """Failed ADDJOBs by what went wrong; a failure the producer tried
-        again after is counted apart."""
+        """Failed ADDJOBs by what went wrong, up to the first that got an ID
+        (a workload's ADDJOBs of a job that has one are its own business); a
+        failure the producer tried again after is counted apart."""
         errors: Counter[str] = Counter()
         for record in self.records():
             for attempt in record.attempts:
-                if attempt.job_id is None and attempt.answer:
+                if attempt.job_id is not None:
+                    break
+                if attempt.answer:
                     again = attempt is not record.attempts[-1]
                     errors[f"{attempt.answer} (then tried again)" if again
                            else attempt.answer] += 1
