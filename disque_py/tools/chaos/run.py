@@ -305,9 +305,10 @@ class Run:
         counts["unacked_at_end"] = self.ledger.unacked()
         counts["after_ack_within_grace"] = sum(
             1 for record, delivery in verdict.after_ack
-            if delivery.asked_at - record.acked_at <= AFTER_ACK_GRACE_S)
+            if delivery.asked_at - record.acks[delivery.job_id] <= AFTER_ACK_GRACE_S)
         counts["after_ack_node_down_at_ack"] = sum(
-            1 for record, _ in verdict.after_ack if injector.down_at(record.acked_at))
+            1 for record, delivery in verdict.after_ack
+            if injector.down_at(record.acks[delivery.job_id]))
         return Report(self.options.seed, {**self.options.settings(), **workload.settings()},
                       str(self.base_dir), dict(self.elapsed), counts,
                       faults, lost, [self._after_ack_line(r, d) for r, d in verdict.after_ack],
