@@ -11,8 +11,8 @@
       Is an AOF readable, and where not (check_aof.py).
   disque-py chaos [--nodes N] [--duration S] [--seed N] [--json [FILE]] ...
       The real-process fault checker (disque_py/tools/chaos/); exit status 1 when
-      an acknowledged job was lost or a server crashed. --json without FILE
-      writes under chaos-reports/, which git ignores.
+      an acknowledged job was lost, a workload's promise broken or a server
+      crashed. --json without FILE writes under chaos-reports/, which git ignores.
 
 A subcommand imports what it needs when it runs: `disque-py cluster` never
 imports the compiled engine, so a stale build cannot stop it.
@@ -21,6 +21,7 @@ imports the compiled engine, so a stale build cannot stop it.
 from __future__ import annotations
 
 import os
+import shlex
 import sys
 
 import click
@@ -100,9 +101,14 @@ def server(config_file, port, bind, directory, http_port, http_bind) -> None:
               show_default=True, help="Mean seconds between faults.")
 @click.option("--drain-timeout", type=click.FloatRange(min=1), default=180.0,
               show_default=True, help="Most seconds to wait for every job to be delivered.")
+@click.option("--workload", default=None, metavar="NAME",
+              help="The load and the promises checked beyond the total queue: plain "
+                   "(default), backlog, dedup, maxdeliveries, waitjob, qrequeue "
+                   "(docs/checking.md).")
 @click.option("--backlog", type=click.IntRange(0), default=0, show_default=True,
-              help="Jobs added before the faults to a queue no consumer reads until the "
-                   "drain (what re-replication protects).")
+              help="The backlog workload's size: jobs added before the faults to a queue no "
+                   "consumer reads until the drain (what re-replication protects); alone, "
+                   "it picks that workload.")
 @click.option("--rereplicate/--no-rereplicate", default=True, show_default=True,
               help="The nodes' rereplicate directive: copy jobs again when holders are lost. "
                    "With it, a lost job is excused only if REPLICATE nodes were killed at once "
@@ -122,21 +128,29 @@ def server(config_file, port, bind, directory, http_port, http_bind) -> None:
 def chaos(json_path, fault_names, **options) -> None:
     """Kill, pause and restart real nodes under load; check no job is lost.
 
-    Starts the nodes on free 127.0.0.1 ports, joins them, runs producers
-    (ADDJOB ... REPLICATE) and consumers (GETJOB, NACK, WORKING, ACKJOB)
-    against random nodes while kill -9 and SIGSTOP/SIGCONT faults hit random
-    nodes; then restarts everything, drains, and reports lost, delivered and
-    duplicated jobs. Exit status 1 on a lost acknowledged job or a server
-    crash; every node started is stopped, even on Ctrl-C."""
-    from disque_py.tools.chaos.run import ChaosOptions, fault_kinds, run
+    Starts the nodes on free 127.0.0.1 ports, joins them, runs the
+    workload's producers (ADDJOB ... REPLICATE) and consumers (GETJOB, NACK,
+    WORKING, ACKJOB) against random nodes while kill -9 and SIGSTOP/SIGCONT
+    faults hit random nodes; then restarts everything, drains, and reports
+    lost, unexpected, delivered and duplicated jobs, the delays to a first
+    delivery, and the workload's own promises. Exit status 1 on a lost
+    acknowledged job, an unexpected delivery, a broken promise or a server
+    crash, with the command that replays the run; every node started is
+    stopped, even on Ctrl-C."""
+    from disque_py.tools.chaos.run import ChaosOptions, fault_kinds, run, workload_name
     try:
         options["faults"] = fault_kinds(fault_names)
     except ValueError as error:
         raise click.BadParameter(str(error), param_hint="'--faults'") from None
     try:
+        options["workload"] = workload_name(options["workload"], options["backlog"])
+    except ValueError as error:
+        raise click.BadParameter(str(error), param_hint="'--workload'") from None
+    try:
         report = run(ChaosOptions(**options), click.echo)
     except RuntimeError as error:
         raise click.ClickException(str(error)) from None
+    report.replay = replay_command(click.get_current_context(), report.seed)
     for line in report.lines():
         click.echo(line)
     if json_path is not None:
@@ -148,6 +162,26 @@ def chaos(json_path, fault_names, **options) -> None:
             handle.write(report.to_json())
         click.echo(f"JSON report: {path}")
     sys.exit(report.exit_status)
+
+
+# Options that say where a run writes, not what it does: left out of its replay.
+NOT_REPLAYED = ("json_path", "directory", "keep")
+
+
+def replay_command(context: click.Context, seed: int) -> str:
+    """The command line that replays a chaos run: every option it was run
+    with (defaults included, so a later change of default does not change
+    the replay), and the seed it drew."""
+    words = ["disque-py", context.info_name or "chaos"]
+    for param in context.command.params:
+        value = seed if param.name == "seed" else context.params.get(param.name)
+        if param.name in NOT_REPLAYED or value is None or not isinstance(param, click.Option):
+            continue
+        if param.is_flag and param.secondary_opts:
+            words.append(param.opts[0] if value else param.secondary_opts[0])
+        elif not param.is_flag:
+            words += [param.opts[0], str(value)]
+    return shlex.join(words)
 
 
 main.add_command(cluster)

@@ -1,5 +1,5 @@
 """The chaos checker's judgement, without processes: the ledger's verdict
-(lost, duplicates, deliveries after an ack, wrong deliveries), the
+(lost, duplicates, deliveries after an ack, unexpected deliveries), the
 traceback scan of node logs, the fault record, and the report's pass/fail."""
 
 from __future__ import annotations
@@ -95,14 +95,14 @@ def test_a_delivery_asked_for_after_the_ack_is_reported_not_failed():
     assert not verdict.failed
 
 
-def test_wrong_id_queue_or_unknown_body_fails():
+def test_an_unexpected_id_queue_or_unknown_body_fails():
     ledger = Ledger()
     added(ledger, "a", "D-a")
     deliver(ledger, "a", "D-other", 2.0)
     deliver(ledger, "a", "D-a", 2.0, queue="elsewhere")
     deliver(ledger, "nobody-sent-this", "D-x", 2.0)
     verdict = ledger.verdict()
-    assert len(verdict.wrong) == 3 and verdict.failed
+    assert len(verdict.unexpected) == 3 and verdict.failed
 
 
 def test_tracebacks_in_a_log_are_found_with_their_error_line(tmp_path):

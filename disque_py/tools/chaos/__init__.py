@@ -1,17 +1,19 @@
 """A real-process chaos checker: `disque-py chaos` (and `make chaos`).
 
-Starts N disque-server processes on 127.0.0.1, joins them, and runs real
-clients against random nodes while a fault injector hits them with the
-kinds of fault asked for (kill -9, SIGSTOP, ...: faults/); then brings
-everything back, drains the queues and checks the clients' record: no job acknowledged by ADDJOB is
-lost, no server crashed; duplicates and deliveries after an acknowledged
-ACKJOB are counted and reported.
+Starts N disque-server processes on 127.0.0.1, joins them, and runs a
+workload's real clients against random nodes while a fault injector hits
+them with the kinds of fault asked for (kill -9, SIGSTOP, ...: faults/);
+then brings everything back, drains the queues and checks the clients'
+record: no job acknowledged by ADDJOB is lost, none delivered that was
+never added, no promise of the workload broken, no server crashed;
+duplicates, deliveries after an acknowledged ACKJOB and delays are counted
+and reported.
 
   nodes.py     one server process: start, kill, pause, restart, logs
   link.py      a client connection that never hangs and classifies failures
   cluster.py   the nodes as a cluster: form, full mesh, job views, stop
-  ledger.py    what the clients saw, and the checks over it
-  workload.py  producer and consumer threads
+  ledger.py    what the clients saw, and the total-queue checks over it
+  workloads/   the loads (plain, backlog, dedup, ...): their clients and their own checks
   faults/      the kinds of fault, and the injector that draws and undoes them
   report.py    the report and the exit status
   run.py       the phases of a run; run(ChaosOptions) -> Report

@@ -99,6 +99,11 @@ class Fleet:
                 return f"sees {words[1]} as {words[2]} {words[-1]}"
         return ""
 
+    def node_ids(self) -> list[str]:
+        """Each member's ID (CLUSTER MYID), by index: a job ID names its
+        creator's. Spares are not started yet and have none."""
+        return [text(query(node, "CLUSTER", "MYID")) for node in self.members]
+
     def jobs_held(self) -> dict[str, int | None]:
         """registered_jobs of each node (None: no answer)."""
         held = {}

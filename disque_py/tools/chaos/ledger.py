@@ -1,20 +1,29 @@
-"""What the clients saw, and the verdict drawn from it.
+"""What the clients saw, and the total-queue verdict drawn from it.
 
 Owns the record of every job the producers tried to add (keyed by its body,
 unique per job: a delivery is matched to its ADDJOB by body, so even jobs
-whose ADDJOB got no answer are recognised), every delivery, NACK and
-acknowledged ACKJOB, and the checks run over that record at the end:
+whose ADDJOB got no answer are recognised), every ADDJOB attempt for that
+body and its answer (a DEDUP producer sends one body several times), every
+delivery, NACK, ACKJOB sent and ACKJOB answered, and the total-queue checks
+run over that record at the end (Jepsen's Disque test classifies each job
+the same way):
 
   lost          ADDJOB answered with an ID, and never delivered, or NACKed
                 and never delivered again (a NACK hands the job back: it is
                 owed a delivery as much as a new one);
-  after-ack     a GETJOB sent after an ACKJOB of the same job was answered
-                returned the job again (reported apart: Disque allows it
+  unexpected    a delivery of a job never added: a body no producer sent,
+                or a body delivered under an ID no ADDJOB of it answered
+                while every ADDJOB of it was answered (none could have made
+                that job), or from a queue the job could not be in;
+  recovered     delivered although no ADDJOB of it was answered with an ID;
+  after-ack     a GETJOB sent after an ACKJOB of the same job (the same ID)
+                was answered returned the job again (reported apart: Disque allows it
                 when a copy missed the ack, for example on a node that was
                 down when the ack was spread);
   duplicates    deliveries beyond the first that no NACK asked for;
-  wrong         a body delivered under another ID than its ADDJOB answered,
-                or on another queue, or a body no producer sent.
+  delays        the longest wait for a first delivery: of the jobs not yet
+                delivered when the last fault was undone, from that moment;
+                and of every job, from its ADDJOB's answer.
 
 Times are time.monotonic() seconds. Every method takes the lock: producers,
 consumers and the main thread share one ledger.
@@ -22,11 +31,14 @@ consumers and the main thread share one ledger.
 
 from __future__ import annotations
 
+import itertools
 import threading
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import Callable
 
 BODY_PREFIX = "chaos"
+NOT_SENT = "not sent"      # an attempt's answer when it never left: it made nothing
 
 
 @dataclass
@@ -35,6 +47,29 @@ class Delivery:
     node: int
     job_id: str
     queue: str
+    got_at: float | None = None              # when its reply came (None: asked_at)
+    counters: tuple[int, int] | None = None  # WITHCOUNTERS: (nacks, additional deliveries)
+
+    @property
+    def at(self) -> float:
+        return self.asked_at if self.got_at is None else self.got_at
+
+
+@dataclass
+class Attempt:
+    """One ADDJOB of a body: where, when, and its answer (a job ID, or what
+    went wrong; "" while it waits)."""
+
+    node: int
+    sent_at: float
+    answer: str = ""
+    answered_at: float | None = None
+    job_id: str | None = None
+
+    @property
+    def may_have_made_a_job(self) -> bool:
+        """Sent, and not answered with an ID: its job may exist all the same."""
+        return self.job_id is None and self.answer != NOT_SENT
 
 
 @dataclass
@@ -42,14 +77,17 @@ class JobRecord:
     body: str
     queue: str
     sent_at: float
-    node: int                       # where ADDJOB was sent
-    job_id: str | None = None
-    added_at: float | None = None   # ADDJOB answered with an ID
-    add_error: str = ""             # why not, when it was not
+    node: int                       # where the ADDJOB that got its ID (else the last) went
+    job_id: str | None = None       # the first ID an ADDJOB of it was answered
+    added_at: float | None = None   # ... and when
+    add_error: str = ""             # why the last attempt failed, when it did
+    attempts: list[Attempt] = field(default_factory=list)
     deliveries: list[Delivery] = field(default_factory=list)
     nacks: int = 0
+    ack_sent_at: float | None = None   # first ACKJOB sent (answered or not)
     acked_at: float | None = None   # first ACKJOB answered
     acked_on: int | None = None     # by this node
+    acks: dict[str, float] = field(default_factory=dict)   # job ID: its first ACKJOB answered
 
     @property
     def owed_delivery(self) -> bool:
@@ -64,6 +102,26 @@ class JobRecord:
     def unrequested_redeliveries(self) -> int:
         return max(len(self.deliveries) - 1 - self.nacks, 0)
 
+    @property
+    def answered_ids(self) -> list[str]:
+        """The distinct IDs its ADDJOBs were answered, first answered first."""
+        return list(dict.fromkeys(a.job_id for a in self.attempts if a.job_id is not None))
+
+    @property
+    def first_delivered_at(self) -> float | None:
+        return min((d.at for d in self.deliveries), default=None)
+
+
+@dataclass
+class Delays:
+    """The longest waits for a first delivery, in seconds (None: no such job)."""
+
+    after_heal: float | None = None      # jobs undelivered at the heal, from the heal
+    after_heal_jobs: int = 0             # how many jobs that was
+    after_heal_job: str = ""             # the one that waited longest
+    from_add: float | None = None        # every job, from its ADDJOB's answer
+    from_add_job: str = ""
+
 
 @dataclass
 class Verdict:
@@ -71,12 +129,13 @@ class Verdict:
 
     lost: list[JobRecord]
     after_ack: list[tuple[JobRecord, Delivery]]
-    wrong: list[str]
+    unexpected: list[str]
     counts: dict[str, int]
+    delays: Delays = field(default_factory=Delays)
 
     @property
     def failed(self) -> bool:
-        return bool(self.lost or self.wrong)
+        return bool(self.lost or self.unexpected)
 
 
 def job_body(seed: int, producer: int, number: int, size: int) -> str:
@@ -85,29 +144,42 @@ def job_body(seed: int, producer: int, number: int, size: int) -> str:
     return head + "x" * max(size - len(head), 0)
 
 
+def same_queue(queue: str) -> set[str]:
+    """Where a job added to `queue` may be delivered from, by default."""
+    return {queue}
+
+
 class Ledger:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._jobs: dict[str, JobRecord] = {}
         self._strangers: list[str] = []
-        self.add_errors: Counter[str] = Counter()
 
     # ---------------------------------------------------------- producers
 
     def sending(self, body: str, queue: str, node: int, now: float) -> None:
+        """An ADDJOB of `body` is about to be sent to `node` (the first, or another try)."""
         with self._lock:
-            self._jobs[body] = JobRecord(body, queue, now, node)
+            record = self._jobs.get(body)
+            if record is None:
+                record = self._jobs[body] = JobRecord(body, queue, now, node)
+            elif record.job_id is None:
+                record.node = node
+            record.attempts.append(Attempt(node, now))
 
     def added(self, body: str, job_id: str, now: float) -> None:
         with self._lock:
             record = self._jobs[body]
-            record.job_id, record.added_at = job_id, now
+            attempt = record.attempts[-1]
+            attempt.answer, attempt.answered_at, attempt.job_id = job_id, now, job_id
+            if record.job_id is None:
+                record.job_id, record.added_at, record.node = job_id, now, attempt.node
 
-    def add_failed(self, body: str, kind: str, detail: str, final: bool = True) -> None:
-        """`final`: the producer gives up on this body (else it tries another node)."""
+    def add_failed(self, body: str, kind: str, detail: str) -> None:
         with self._lock:
-            self._jobs[body].add_error = f"{kind}: {detail}"
-            self.add_errors[kind if final else f"{kind} (then tried elsewhere)"] += 1
+            record = self._jobs[body]
+            record.add_error = f"{kind}: {detail}"
+            record.attempts[-1].answer = kind
 
     # ---------------------------------------------------------- consumers
 
@@ -124,13 +196,47 @@ class Ledger:
         with self._lock:
             self._jobs[body].nacks += 1
 
-    def acked(self, body: str, node: int, now: float) -> None:
+    def acking(self, body: str, now: float) -> None:
+        """An ACKJOB of it is about to be sent (its effect may come without an answer)."""
+        with self._lock:
+            record = self._jobs[body]
+            if record.ack_sent_at is None:
+                record.ack_sent_at = now
+
+    def acked(self, body: str, node: int, now: float, job_id: str | None = None) -> None:
+        """An ACKJOB of the job `job_id` (default: the ID its ADDJOB got) was answered."""
         with self._lock:
             record = self._jobs[body]
             if record.acked_at is None:
                 record.acked_at, record.acked_on = now, node
+            record.acks.setdefault(job_id or record.job_id, now)
 
-    # ---------------------------------------------------------- progress
+    # ---------------------------------------------------------- reading it
+
+    def records(self) -> list[JobRecord]:
+        """Every record, in the order the bodies were first sent."""
+        with self._lock:
+            return list(self._jobs.values())
+
+    def add_errors(self) -> Counter[str]:
+        """Failed ADDJOBs by what went wrong, up to the first that got an ID
+        (a workload's ADDJOBs of a job that has one are its own business); a
+        failure the producer tried again after is counted apart."""
+        errors: Counter[str] = Counter()
+        for record in self.records():
+            for attempt in record.attempts:
+                if attempt.job_id is not None:
+                    break
+                if attempt.answer:
+                    again = attempt is not record.attempts[-1]
+                    errors[f"{attempt.answer} (then tried again)" if again
+                           else attempt.answer] += 1
+        return errors
+
+    def recent(self, count: int) -> list[JobRecord]:
+        """The last `count` records made, newest first."""
+        with self._lock:
+            return list(itertools.islice(reversed(self._jobs.values()), count))
 
     def undelivered(self) -> int:
         """Jobs whose ADDJOB returned an ID that a consumer is still owed
@@ -144,8 +250,7 @@ class Ledger:
             return sum(1 for r in self._jobs.values() if r.deliveries and r.acked_at is None)
 
     def progress(self) -> dict[str, int]:
-        with self._lock:
-            records = list(self._jobs.values())
+        records = self.records()
         return {"sent": len(records),
                 "added": sum(r.added_at is not None for r in records),
                 "delivered": sum(bool(r.deliveries) for r in records),
@@ -153,28 +258,56 @@ class Ledger:
 
     # ---------------------------------------------------------- the checks
 
-    def verdict(self) -> Verdict:
+    def verdict(self, healed_at: float | None = None,
+                queues_of: Callable[[str], set[str]] = same_queue,
+                drain_only: tuple[str, ...] = ()) -> Verdict:
+        """`queues_of(queue)`: the queues a job added to `queue` may come
+        from (its dead-letter queue, say); `drain_only`: queues nobody reads
+        before the drain, left out of the delay from ADDJOB."""
         with self._lock:
             records = list(self._jobs.values())
-            wrong = list(self._strangers)
+            unexpected = list(self._strangers)
         added = [r for r in records if r.added_at is not None]
         lost = [r for r in added if r.owed_delivery]
-        after_ack = [(r, d) for r in records if r.acked_at is not None
-                     for d in r.deliveries if d.asked_at > r.acked_at]
-        wrong += [problem for r in records for problem in _mismatches(r)]
-        return Verdict(lost, after_ack, wrong, _counts(records, added))
+        after_ack = [(r, d) for r in records for d in r.deliveries
+                     if d.asked_at > r.acks.get(d.job_id, d.asked_at)]
+        unexpected += [problem for r in records for problem in _mismatches(r, queues_of)]
+        delays = _delays(added, healed_at, drain_only)
+        return Verdict(lost, after_ack, unexpected, _counts(records, added), delays)
 
 
-def _mismatches(record: JobRecord) -> list[str]:
+def _mismatches(record: JobRecord, queues_of: Callable[[str], set[str]]) -> list[str]:
     problems = []
+    ids = record.answered_ids
+    could_be_another = any(a.may_have_made_a_job for a in record.attempts)
+    allowed = queues_of(record.queue)
     for delivery in record.deliveries:
-        if record.job_id is not None and delivery.job_id != record.job_id:
-            problems.append(f"body {record.body[:40]!r} added as {record.job_id}, "
+        if ids and delivery.job_id not in ids and not could_be_another:
+            problems.append(f"body {record.body[:40]!r} added as {', '.join(ids)}, "
                             f"delivered by node{delivery.node} as {delivery.job_id}")
-        if delivery.queue != record.queue:
+        if delivery.queue not in allowed:
             problems.append(f"{delivery.job_id} added to {record.queue}, "
                             f"delivered by node{delivery.node} from {delivery.queue}")
     return problems
+
+
+def _delays(added: list[JobRecord], healed_at: float | None,
+            drain_only: tuple[str, ...]) -> Delays:
+    delays = Delays()
+    for record in added:
+        first = record.first_delivered_at
+        if first is None:
+            continue                  # lost: reported as such
+        if record.queue not in drain_only:
+            wait = first - record.added_at
+            if delays.from_add is None or wait > delays.from_add:
+                delays.from_add, delays.from_add_job = wait, record.job_id
+        if healed_at is not None and first >= healed_at:
+            delays.after_heal_jobs += 1
+            wait = first - healed_at
+            if delays.after_heal is None or wait > delays.after_heal:
+                delays.after_heal, delays.after_heal_job = wait, record.job_id
+    return delays
 
 
 def _counts(records: list[JobRecord], added: list[JobRecord]) -> dict[str, int]:

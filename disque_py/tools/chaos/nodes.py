@@ -9,7 +9,9 @@ node keeps its identity and its AOF. A Launch says how the command runs
 (inside `ip netns exec`, with a preloaded library and its environment). Rules kept: signals go
 to the PIDs recorded here, never to a name; nodes run in their own session,
 so a Ctrl-C in the terminal reaches only the checker, which then stops them
-itself; stop() works from any state (paused, killed, half started).
+itself; stop() works from any state (paused, killed, half started). A
+node's crashes are what its logs and directory show: Python tracebacks,
+sanitizer reports, segmentation faults, core dumps, and exits nobody asked for.
 """
 
 from __future__ import annotations
@@ -33,6 +35,13 @@ SERVER_LOG = "server.log"
 STDERR_LOG = "stderr.log"
 TRACEBACK_MARK = "Traceback (most recent call last)"
 CONTEXT_LINES = 3
+# What a crash of the compiled engine leaves in stderr.log: AddressSanitizer
+# and LeakSanitizer reports, UBSan's diagnostics, Python's fatal errors (a
+# segmentation fault under faulthandler) and the C runtime's last words.
+NATIVE_CRASH_MARKS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:",
+                      "Segmentation fault", "core dumped", "Fatal Python error")
+NATIVE_REPORT_LINES = 20
+CORE_FILES = ("core", "core.*")
 
 UP, KILLED, PAUSED, EXITED = "up", "killed", "paused", "exited"
 
@@ -168,6 +177,9 @@ class Node:
                  for code in self.unexpected_exits]
         for log_name in (SERVER_LOG, STDERR_LOG):
             found += tracebacks_in(self.name, self.dir / log_name)
+        found += native_crashes_in(self.name, self.dir / STDERR_LOG)
+        found += [Crash(self.name, core.name, "a core dump") for pattern in CORE_FILES
+                  for core in sorted(self.dir.glob(pattern)) if core.is_file()]
         return found
 
 
@@ -189,6 +201,19 @@ def tracebacks_in(node: str, path: Path) -> list[Crash]:
         crashes.append(Crash(node, f"{path.name}:{number + 1}", _shorten(error_line),
                              "\n".join(lines[start:end + 1])))
     return crashes
+
+
+def native_crashes_in(node: str, path: Path) -> list[Crash]:
+    """Every sanitizer report, segmentation fault or fatal error in a log,
+    each with the lines that follow it (the report's stack)."""
+    try:
+        lines = path.read_text(errors="replace").splitlines()
+    except FileNotFoundError:
+        return []
+    return [Crash(node, f"{path.name}:{number + 1}", _shorten(line),
+                  "\n".join(lines[number:number + NATIVE_REPORT_LINES]))
+            for number, line in enumerate(lines)
+            if any(mark in line for mark in NATIVE_CRASH_MARKS)]
 
 
 def _shorten(line: str, limit: int = 200) -> str:

@@ -1,12 +1,16 @@
 """The chaos run's report: what was checked, what was found, and the exit status.
 
-Owns turning a Verdict, the fault record and the nodes' crash reports into
-a printed report and a JSON document (the smoke test reads the JSON). The run
-fails (exit status 1) on lost acknowledged jobs, wrong deliveries, server
-crashes (a traceback in a log, an exit nobody asked for, a non-zero status
-on SIGTERM) or a cluster that would not come back together; deliveries after
-an acknowledged ACKJOB and duplicates are reported, never failed on (Disque
-promises at least once, approximately once). `--json` with no file name
+Owns turning a Verdict, the workload's Findings, the fault record and the
+nodes' crash reports into a printed report and a JSON document (the smoke
+test reads the JSON). The run fails (exit status 1) on lost acknowledged
+jobs, unexpected deliveries (a job never added), a promise of the workload
+broken, server crashes (a traceback or a sanitizer report in a log, a
+segmentation fault, an exit nobody asked for, a non-zero status on SIGTERM)
+or a cluster that would not come back together; deliveries after an
+acknowledged ACKJOB and duplicates are reported, never failed on (Disque
+promises at least once, approximately once). A failing report ends with
+the command that replays its fault schedule and the clients' choices
+(`replay`, given by the command line: thread timing still varies). `--json` with no file name
 writes the JSON under REPORTS_DIR, which .gitignore lists, so a run from a
 checkout leaves nothing for git to pick up.
 """
@@ -18,8 +22,9 @@ import os
 import time
 from dataclasses import asdict, dataclass, field
 
-from disque_py.tools.chaos.ledger import Verdict
+from disque_py.tools.chaos.ledger import Delays, Verdict
 from disque_py.tools.chaos.nodes import Crash
+from disque_py.tools.chaos.workloads import Findings
 
 SHOWN_LOST = 10
 SHOWN_AFTER_ACK = 5
@@ -54,11 +59,15 @@ class Report:
     faults: dict[str, int]
     lost: list[LostJob]
     after_ack: list[str]
-    wrong: list[str]
+    unexpected: list[str]
     crashes: list[Crash]
     problems: list[str] = field(default_factory=list)   # mesh not back, nodes not back
     jobs_held_at_end: dict[str, int | None] = field(default_factory=dict)
     measures: dict[str, float] = field(default_factory=dict)    # what fault kinds measured
+    workload: str = "plain"
+    findings: Findings = field(default_factory=Findings)
+    delays: Delays = field(default_factory=Delays)
+    replay: str = ""              # the command that replays this run's schedule
 
     @property
     def unexcused_lost(self) -> list[LostJob]:
@@ -71,7 +80,8 @@ class Report:
 
     @property
     def passed(self) -> bool:
-        return not (self.unexcused_lost or self.wrong or self.crashes or self.problems)
+        return not (self.unexcused_lost or self.unexpected or self.crashes or self.problems
+                    or self.findings.failures)
 
     @property
     def exit_status(self) -> int:
@@ -82,7 +92,9 @@ class Report:
         document.update(duplicate_rate=self.duplicate_rate, passed=self.passed,
                         lost_count=len(self.unexcused_lost),
                         excused_lost_count=len(self.lost) - len(self.unexcused_lost),
-                        after_ack_count=len(self.after_ack), crash_count=len(self.crashes))
+                        after_ack_count=len(self.after_ack), crash_count=len(self.crashes),
+                        unexpected_count=len(self.unexpected),
+                        workload_failure_count=len(self.findings.failures))
         return json.dumps(document, indent=2, sort_keys=True)
 
     def lines(self) -> list[str]:
@@ -98,8 +110,8 @@ class Report:
             f"ADDJOB: {c['adds_sent']} sent, {c['adds_acknowledged']} acknowledged with an ID, "
             f"{c['adds_failed']} not ({self.add_errors_text()})",
             f"delivered: {c['jobs_delivered']} jobs in {c['deliveries']} deliveries "
-            f"({c['nacks']} NACKs); {c['failed_adds_delivered']} of them from ADDJOBs "
-            f"that got no ID; {c['jobs_acked']} acknowledged by ACKJOB "
+            f"({c['nacks']} NACKs); {c['failed_adds_delivered']} of them recovered (from "
+            f"ADDJOBs that got no ID); {c['jobs_acked']} acknowledged by ACKJOB "
             f"({c.get('unacked_at_end', 0)} delivered jobs never got an ACKJOB answer)",
             f"duplicates: {c['duplicated_jobs']} jobs delivered again without a NACK "
             f"({c['duplicate_deliveries']} extra deliveries); duplicate rate "
@@ -112,13 +124,19 @@ class Report:
             + (f" (+{len(self.lost) - len(self.unexcused_lost)} excused: every copy could "
                f"have been lost by what the promise allows, e.g. {self._an_excuse()})"
                if self.lost != self.unexcused_lost else ""),
+            f"UNEXPECTED deliveries (jobs never added): {len(self.unexpected)}",
+            self.delays_text(),
             f"server crashes: {len(self.crashes)}",
             f"jobs still held by the nodes at the end: {self.jobs_held_text()}",
+            *self.findings.lines(self.workload),
         ]
         if self.measures:
             out.append("measured: " + ", ".join(f"{k} {v:g}" for k, v in self.measures.items()))
         out += self._details()
         out.append(f"RESULT: {'PASS' if self.passed else 'FAIL'}")
+        if not self.passed and self.replay:
+            out.append(f"replay (same faults and client choices; thread timing still "
+                       f"varies): {self.replay}")
         return out
 
     def _an_excuse(self) -> str:
@@ -130,6 +148,17 @@ class Report:
         others = [f"{n} {kind}" for kind, n in sorted(self.faults.items())
                   if kind not in shown and n]
         return "; " + ", ".join(others) if others else ""
+
+    def delays_text(self) -> str:
+        d = self.delays
+        if d.after_heal is None:
+            after = "no job was waiting for its first delivery at the heal"
+        else:
+            after = (f"{d.after_heal:.1f}s ({d.after_heal_job}; {d.after_heal_jobs} jobs "
+                     f"were first delivered after the heal)")
+        since_add = "none" if d.from_add is None else f"{d.from_add:.1f}s ({d.from_add_job})"
+        return (f"longest delay to a first delivery: after the faults healed {after}; "
+                f"from ADDJOB's answer {since_add}")
 
     def add_errors_text(self) -> str:
         errors = self.counts_by_prefix("add_error:")
@@ -148,7 +177,7 @@ class Report:
             out.append(f"  lost {job.job_id} ({job.queue}, acknowledged {job.added_after_s:.1f}s "
                        f"into the run): {job.nodes_say}")
         out += [f"  after ack: {line}" for line in self.after_ack[:SHOWN_AFTER_ACK]]
-        out += [f"  wrong delivery: {line}" for line in self.wrong[:SHOWN_LOST]]
+        out += [f"  unexpected delivery: {line}" for line in self.unexpected[:SHOWN_LOST]]
         for crash in self.crashes[:SHOWN_CRASHES]:
             out.append(f"  crash {crash.node} {crash.where}: {crash.summary}")
             out += [f"    | {line}" for line in crash.text.splitlines()[-12:]]

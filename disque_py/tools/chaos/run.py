@@ -1,14 +1,17 @@
 """One chaos run from start to report: the phases and their deadlines.
 
-Owns the order of things. Start N nodes and join them; load the backlog
-(`backlog` jobs that no consumer reads before the drain), if any; run producers,
-consumers and the fault injector for `duration` seconds; stop the faults
-and the producers and bring every node back (restart, SIGCONT) until the
+Owns the order of things. Start N nodes and join them; make the workload
+(workloads/: `--workload`) and let it load what it adds before the faults
+(the backlog's jobs), if anything; run its threads (producers, consumers,
+observers) and the fault injector for `duration` seconds; stop the faults,
+the producers and the observers and bring every node back (restart,
+SIGCONT: that moment is the heal the delays are measured from) until the
 mesh is whole again; let the consumers drain until every job acknowledged
 by ADDJOB was delivered (or the drain deadline passes), and keep them
 consuming while the nodes let go of what they still hold; question the
 nodes about any lost job; stop the nodes with SIGTERM; read their logs for
-tracebacks; build the report. Whatever happens (an error, Ctrl-C, SIGTERM)
+tracebacks and sanitizer reports; build the report, with the workload's
+own findings. Whatever happens (an error, Ctrl-C, SIGTERM)
 every node this run started is killed by PID before run() returns or raises.
 """
 
@@ -29,8 +32,9 @@ from disque_py.tools.chaos.faults import DEFAULT_KINDS, KINDS, FaultInjector, Fa
 from disque_py.tools.chaos.ledger import Ledger
 from disque_py.tools.chaos.nodes import Crash, Launch
 from disque_py.tools.chaos.report import LostJob, Report, verdict_counts
-from disque_py.tools.chaos.workload import (BACKLOG_PRODUCER_BASE, BACKLOG_QUEUE, Consumer,
-                                            JobSpec, Producer)
+from disque_py.tools.chaos.workloads import (DEFAULT_WORKLOAD, WORKLOADS, CheckContext, Setup,
+                                             Workload)
+from disque_py.tools.chaos.workloads.clients import CONSUMER, JobSpec
 
 MESH_TIMEOUT_S = 60.0
 RECOVER_TIMEOUT_S = 60.0
@@ -70,9 +74,10 @@ class ChaosOptions:
     fault_interval: float = 4.0        # mean seconds between faults
     drain_timeout: float = 180.0
     settle_timeout: float = 30.0
-    backlog: int = 0                   # jobs added before the faults, read only by the drain
+    backlog: int = 0                   # the backlog workload's size (0: its default)
     rereplicate: bool = True           # the nodes' `rereplicate` directive
     faults: tuple[str, ...] = DEFAULT_KINDS   # the kinds of fault (faults/)
+    workload: str = DEFAULT_WORKLOAD   # the load and its own promises (workloads/)
 
     def fault_kinds(self) -> tuple[str, ...]:
         """The kinds asked for, and AOF rewrites when the AOF is on (so
@@ -84,7 +89,7 @@ class ChaosOptions:
                 "replicate": self.replicate, "max-down": self.max_down,
                 "appendonly": f"yes (fsync {self.appendfsync})" if self.appendonly else "no",
                 "rereplicate": "yes" if self.rereplicate else "no",
-                "backlog": self.backlog, "faults": ", ".join(self.fault_kinds()),
+                "faults": ", ".join(self.fault_kinds()),
                 "producers": self.producers, "consumers": self.consumers,
                 "rate": f"{self.rate:g}/s", "retry": f"{self.retry}s",
                 "node-timeout": f"{self.node_timeout_ms}ms",
@@ -100,6 +105,20 @@ def fault_kinds(names: str) -> tuple[str, ...]:
         raise ValueError(f"unknown fault kind(s) {', '.join(unknown) or '(none given)'}; "
                          f"known: {', '.join(sorted(KINDS))}")
     return kinds
+
+
+def workload_name(name: str | None, backlog: int) -> str:
+    """`--workload NAME`, checked against the known ones; without it, `backlog`
+    when a backlog size is given (as `--backlog N` alone always meant), else
+    the default. ValueError for an unknown name, or a backlog size given to
+    another workload."""
+    if name is None:
+        name = "backlog" if backlog else DEFAULT_WORKLOAD
+    if name not in WORKLOADS:
+        raise ValueError(f"unknown workload {name!r}; known: {', '.join(sorted(WORKLOADS))}")
+    if backlog and name != "backlog":
+        raise ValueError(f"--backlog is the backlog workload's size, not {name}'s")
+    return name
 
 
 class Run:
@@ -122,6 +141,8 @@ class Run:
         self.problems: list[str] = []
         self.threads: list = []     # workers and the injector, stopped before the nodes
         self.injector: FaultInjector | None = None
+        self.workload: Workload | None = None
+        self.healed_at: float | None = None     # every fault undone
 
     def _make_dir(self) -> Path:
         if self.options.directory is None:
@@ -151,18 +172,23 @@ class Run:
                   f"{self.base_dir}")
         self.fleet.start(MESH_TIMEOUT_S)
         self.echo(f"chaos: cluster formed: {self._addresses_text()}")
+        self.workload = self._make_workload()
         self._phase("setup")
-        if self.options.backlog:
-            self._load_backlog()
-            self._phase("backlog")
-        producers, consumers = self._start_workers()
+        loaders = self.workload.loaders()
+        if loaders:
+            self._load(loaders)
+            self._phase("load")
+        workers = self.workload.threads()
+        consumers = [w for w in workers if w.role == CONSUMER]
+        others = [w for w in workers if w.role != CONSUMER]
         injector = FaultInjector(self.fleet.nodes, self._plan(), self._rng())
         self.injector = injector
-        self.threads = [injector, *producers, *consumers]
+        self.threads = [injector, *workers]
         injector.start()
-        self._wait("faults", self.options.duration, lambda: False, injector,
-                   producers + consumers)
-        self._stop(producers)
+        for worker in workers:
+            worker.start()
+        self._wait("faults", self.options.duration, lambda: False, injector, workers)
+        self._stop(others)
         injector.stop()
         self._phase("faults")
         self._recover(injector)
@@ -173,7 +199,7 @@ class Run:
         self._phase("drain")
         self._settle()
         self._stop(consumers)
-        self._check_errors(producers + consumers + [injector])
+        self._check_errors(workers + [injector])
         self._phase("settle")
         return self._report(injector)
 
@@ -199,36 +225,23 @@ class Run:
         o = self.options
         return JobSpec(o.replicate, o.retry, int(o.duration + o.drain_timeout) + TTL_MARGIN_S)
 
-    def _load_backlog(self) -> None:
-        """`backlog` jobs into BACKLOG_QUEUE, as fast as the nodes take them,
-        before any fault (consumers leave that queue alone until the drain)."""
+    def _make_workload(self) -> Workload:
         o = self.options
-        count = o.producers
-        loaders = [Producer(BACKLOG_PRODUCER_BASE + n, o.seed, None, self._spec(),
-                            queues=(BACKLOG_QUEUE,),
-                            limit=o.backlog // count + (n < o.backlog % count),
-                            rng=self._rng(), addresses=self._client_addresses(),
-                            ledger=self.ledger)
-                   for n in range(count)]
+        setup = Setup(self._client_addresses(), self.ledger, o.seed, self._spec(), o.rate,
+                      o.producers, o.consumers, backlog=o.backlog, rng=self._rng,
+                      node_ids=self.fleet.node_ids())
+        return WORKLOADS[o.workload](setup)
+
+    def _load(self, loaders: list) -> None:
+        """The workload's jobs before the faults (the backlog), as fast as
+        the nodes take them; consumers leave them alone until the drain."""
         self.threads = list(loaders)
         for loader in loaders:
             loader.start()
         for loader in loaders:
             loader.join()
         self._check_errors(loaders)
-        self.echo(f"chaos: backlog of {o.backlog} jobs loaded in {BACKLOG_QUEUE} "
-                  f"({self.ledger.progress()['added']} acknowledged)")
-
-    def _start_workers(self) -> tuple[list[Producer], list[Consumer]]:
-        o = self.options
-        spec = self._spec()
-        common = dict(addresses=self._client_addresses(), ledger=self.ledger)
-        producers = [Producer(n, o.seed, o.rate / o.producers, spec, rng=self._rng(), **common)
-                     for n in range(o.producers)]
-        consumers = [Consumer(n, rng=self._rng(), **common) for n in range(o.consumers)]
-        for worker in producers + consumers:
-            worker.start()
-        return producers, consumers
+        self.echo(f"chaos: {self.workload.loaded_text()}")
 
     def _wait(self, phase: str, seconds: float, done, injector, workers) -> bool:
         """Pace the main thread through a phase, printing progress; True if `done` came."""
@@ -261,6 +274,7 @@ class Run:
 
     def _recover(self, injector: FaultInjector) -> None:
         still_down = injector.recover_all(RECOVER_TIMEOUT_S)
+        self.healed_at = time.monotonic()
         if still_down:
             self.problems.append(f"nodes not back after {RECOVER_TIMEOUT_S:g}s: {still_down}")
         if not self.fleet.wait_mesh(MESH_TIMEOUT_S):
@@ -294,7 +308,11 @@ class Run:
     # ---------------------------------------------------------- the report
 
     def _report(self, injector: FaultInjector) -> Report:
-        verdict = self.ledger.verdict()
+        workload = self.workload
+        verdict = self.ledger.verdict(self.healed_at, workload.queues_of,
+                                      workload.drain_queues())
+        findings = workload.check(self.ledger.records(),
+                                  CheckContext(injector, self.options.appendonly, self.healed_at))
         lost = [self._lost_job(record) for record in verdict.lost]
         held = self.fleet.jobs_held()
         crashes = self._stop_nodes()
@@ -303,17 +321,19 @@ class Run:
         faults.update(injector.event_counts())
         faults["restarts"] = self.fleet.restarts()
         self._write_timeline(injector)
-        counts = verdict_counts(verdict, self.ledger.add_errors)
+        counts = verdict_counts(verdict, self.ledger.add_errors())
         counts["unacked_at_end"] = self.ledger.unacked()
         counts["after_ack_within_grace"] = sum(
             1 for record, delivery in verdict.after_ack
-            if delivery.asked_at - record.acked_at <= AFTER_ACK_GRACE_S)
+            if delivery.asked_at - record.acks[delivery.job_id] <= AFTER_ACK_GRACE_S)
         counts["after_ack_node_down_at_ack"] = sum(
-            1 for record, _ in verdict.after_ack if injector.down_at(record.acked_at))
-        return Report(self.options.seed, self.options.settings(), str(self.base_dir),
-                      dict(self.elapsed), counts,
+            1 for record, delivery in verdict.after_ack
+            if injector.down_at(record.acks[delivery.job_id]))
+        return Report(self.options.seed, {**self.options.settings(), **workload.settings()},
+                      str(self.base_dir), dict(self.elapsed), counts,
                       faults, lost, [self._after_ack_line(r, d) for r, d in verdict.after_ack],
-                      verdict.wrong, crashes, self.problems, held, injector.measures())
+                      verdict.unexpected, crashes, self.problems, held, injector.measures(),
+                      workload=workload.name, findings=findings, delays=verdict.delays)
 
     def _lost_job(self, record) -> LostJob:
         excused = self._power_cut_excuse(record.added_at) or self._no_aof_excuse(record)

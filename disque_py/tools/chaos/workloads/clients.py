@@ -1,17 +1,21 @@
-"""Producers and consumers: real clients against random nodes.
+"""Producers and consumers: real clients against random nodes, shared by the workloads.
 
-Owns the load. A producer sends ADDJOB ... REPLICATE r with a unique body to
-a random node at a steady pace and records the outcome in the ledger before
-and after (so a delivery can never precede its record). A consumer sends
-GETJOB to a random node, records every job it gets, then NACKs a few (they
-come back at once), sends WORKING for some, and ACKJOBs the rest on the same
-node or another one, trying other nodes when the ack gets no answer. Nodes
-that are down cost a refused connection or a socket timeout; the thread then
-picks another node. A backlog (`--backlog N`) is loaded before the faults by
-producers that add as fast as the nodes answer, into BACKLOG_QUEUE, which
-consumers read only once they drain: jobs that sit unconsumed through every
-fault, what re-replication is for. Each thread has its own random generator drawn from the
-run's seed; thread timing still makes runs differ.
+Owns the load's threads. A producer sends ADDJOB ... REPLICATE r (and the
+workload's job options) with a unique body to a random node at a steady
+pace and records the outcome in the ledger before and after (so a delivery
+can never precede its record). A consumer sends GETJOB to a random node,
+records every job it gets, then NACKs some (they come back at once; which
+ones is the workload's call), sends WORKING for some, and ACKJOBs the rest
+on the same node or another one, trying other nodes when the ack gets no
+answer. Once told to drain it NACKs nothing and reads the drain's queues
+too (dead letters, a backlog). Nodes that are down cost a refused
+connection or a socket timeout; the thread then picks another node. Each
+thread has its own random generator drawn from the run's seed; thread
+timing still makes runs differ.
+
+Roles: the run stops producers and observers (a workload's other threads:
+WAITJOB askers, dead-letter watchers) when the faults stop, and consumers
+once the drain is over.
 """
 
 from __future__ import annotations
@@ -21,12 +25,10 @@ import threading
 import time
 from dataclasses import dataclass
 
-from disque_py.tools.chaos.ledger import Delivery, Ledger, job_body
+from disque_py.tools.chaos.ledger import NOT_SENT, Delivery, Ledger, job_body
 from disque_py.tools.chaos.link import LinkError, Links, NoAnswer, NotSent, Refused
 
 QUEUES = ("chaos-a", "chaos-b", "chaos-c")
-BACKLOG_QUEUE = "chaos-backlog"
-BACKLOG_PRODUCER_BASE = 1000      # backlog producers' numbers (their bodies differ)
 ADDJOB_TIMEOUT_MS = 5000
 GETJOB_TIMEOUT_MS = 1000
 GETJOB_COUNT = 10
@@ -43,16 +45,25 @@ DOWN_NODE_BACKOFF_S = 0.05
 NOT_SENT_ATTEMPTS = 5
 BODY_SIZE = 64
 
+PRODUCER, CONSUMER, OBSERVER = "producer", "consumer", "observer"
+
 
 @dataclass
 class JobSpec:
     replicate: int
     retry_s: int
     ttl_s: int
+    options: tuple = ()          # more ADDJOB words: MAXDELIVERIES n, DEDUP key ...
+
+    def addjob(self, queue: str, body: str) -> tuple:
+        return ("ADDJOB", queue, body, ADDJOB_TIMEOUT_MS, "REPLICATE", self.replicate,
+                "RETRY", self.retry_s, "TTL", self.ttl_s, *self.options)
 
 
 class Worker(threading.Thread):
     """A daemon thread with a stop event, its own RNG and links; errors are kept."""
+
+    role = OBSERVER
 
     def __init__(self, name: str, rng: random.Random, addresses: list[tuple[str, int]],
                  ledger: Ledger, socket_timeout: float) -> None:
@@ -80,10 +91,19 @@ class Worker(threading.Thread):
         choices = [n for n in range(self.nodes) if n != exclude] or [exclude]
         return self.rng.choice(choices)
 
+    def try_call(self, node: int, *command) -> bool:
+        try:
+            self.links.call(node, *command)
+            return True
+        except LinkError:
+            return False
+
 
 class Producer(Worker):
     """Adds jobs at `rate` a second (None: as fast as they are answered),
     `limit` of them (None: until stopped), to random queues of `queues`."""
+
+    role = PRODUCER
 
     def __init__(self, number: int, seed: int, rate: float | None, spec: JobSpec,
                  queues: tuple = QUEUES, limit: int | None = None, **kwargs) -> None:
@@ -104,31 +124,35 @@ class Producer(Worker):
         body = job_body(self.seed, self.number, self.sent, BODY_SIZE)
         queue = self.rng.choice(self.queues)
         self.sent += 1
+        self.produce(body, queue)
+
+    def produce(self, body: str, queue: str) -> None:
+        """Add one job: a node that cannot be reached is never sent the
+        ADDJOB, so another node is safe to try."""
         node = self.random_node()
-        for attempt in range(NOT_SENT_ATTEMPTS):   # never sent: safe to try another node
-            if self.add(body, queue, node, attempt == NOT_SENT_ATTEMPTS - 1):
+        for attempt in range(NOT_SENT_ATTEMPTS):
+            if self.add(body, queue, node, self.spec) is not None:
                 return
             node = self.random_node(exclude=node)
             self.stopping.wait(DOWN_NODE_BACKOFF_S)
 
-    def add(self, body: str, queue: str, node: int, last: bool) -> bool:
-        """One ADDJOB, recorded; False if it could not be sent at all."""
+    def add(self, body: str, queue: str, node: int, spec: JobSpec) -> str | None:
+        """One ADDJOB, recorded: its job ID, "" if it failed after it was
+        sent (no answer, an error reply), None if it was not sent at all."""
         self.ledger.sending(body, queue, node, time.monotonic())
-        spec = self.spec
         try:
-            job_id = self.links.call(node, "ADDJOB", queue, body, ADDJOB_TIMEOUT_MS,
-                                     "REPLICATE", spec.replicate, "RETRY", spec.retry_s,
-                                     "TTL", spec.ttl_s)
+            job_id = self.links.call(node, *spec.addjob(queue, body)).decode()
         except NotSent as error:
-            self.ledger.add_failed(body, "not sent", str(error), final=last)
-            return False
+            self.ledger.add_failed(body, NOT_SENT, str(error))
+            return None
         except NoAnswer as error:
             self.ledger.add_failed(body, "no answer", str(error))
         except Refused as error:
             self.ledger.add_failed(body, str(error).split(" ")[0], str(error))
         else:
-            self.ledger.added(body, job_id.decode(), time.monotonic())
-        return True
+            self.ledger.added(body, job_id, time.monotonic())
+            return job_id
+        return ""
 
     def _pace(self) -> None:
         now = time.monotonic()
@@ -138,51 +162,68 @@ class Producer(Worker):
 
 
 class Consumer(Worker):
-    def __init__(self, number: int, **kwargs) -> None:
+    """Reads `queues` (and `drain_queues` too once draining); NACKs a job
+    with `nack_probability` (wants_nack says, for the workloads that choose)."""
+
+    role = CONSUMER
+
+    def __init__(self, number: int, queues: tuple = QUEUES, drain_queues: tuple = (),
+                 nack_probability: float = NACK_PROBABILITY, withcounters: bool = False,
+                 **kwargs) -> None:
         super().__init__(f"consumer{number}", socket_timeout=CONSUMER_SOCKET_TIMEOUT_S,
                          **kwargs)
+        self.queues, self.drain_queues = queues, drain_queues
+        self.nack_probability = nack_probability
+        self.withcounters = ("WITHCOUNTERS",) if withcounters else ()
         self.draining = threading.Event()    # no more NACKs: let the queues empty
 
     def step(self) -> None:
         node = self.random_node()
         asked_at = time.monotonic()
-        queues = QUEUES + (BACKLOG_QUEUE,) if self.draining.is_set() else QUEUES
+        queues = self.queues + self.drain_queues if self.draining.is_set() else self.queues
         try:
             jobs = self.links.call(node, "GETJOB", "TIMEOUT", GETJOB_TIMEOUT_MS,
-                                   "COUNT", GETJOB_COUNT, "FROM", *queues)
+                                   "COUNT", GETJOB_COUNT, *self.withcounters, "FROM", *queues)
         except NotSent:
             self.stopping.wait(DOWN_NODE_BACKOFF_S)
             return
         except LinkError:
             return
-        for queue, job_id, body in jobs or []:
+        got_at = time.monotonic()
+        for queue, job_id, body, *counters in jobs or []:
             body = body.decode()
-            self.ledger.delivered(body, Delivery(asked_at, node, job_id.decode(),
-                                                 queue.decode()))
-            self.process(node, job_id, body)
+            delivery = Delivery(asked_at, node, job_id.decode(), queue.decode(), got_at,
+                                _counters(counters))
+            self.ledger.delivered(body, delivery)
+            self.process(node, job_id, body, delivery)
 
-    def process(self, node: int, job_id: bytes, body: str) -> None:
+    def process(self, node: int, job_id: bytes, body: str, delivery: Delivery) -> None:
         self.stopping.wait(self.rng.uniform(0, MAX_PROCESSING_S))
-        if not self.draining.is_set() and self.rng.random() < NACK_PROBABILITY:
-            self._try(node, "NACK", job_id)
+        if not self.draining.is_set() and self.wants_nack(body, delivery):
+            self.try_call(node, "NACK", job_id)
             self.ledger.nacked(body)      # sent: it may have worked even without a reply
             return
         if self.rng.random() < WORKING_PROBABILITY:
-            self._try(node, "WORKING", job_id)
+            self.try_call(node, "WORKING", job_id)
         self.ack(node, job_id, body)
+
+    def wants_nack(self, body: str, delivery: Delivery) -> bool:
+        return self.rng.random() < self.nack_probability
 
     def ack(self, node: int, job_id: bytes, body: str) -> None:
         if self.rng.random() < ACK_ELSEWHERE_PROBABILITY:
             node = self.random_node(exclude=node)
+        self.ledger.acking(body, time.monotonic())
         for _ in range(ACK_ATTEMPTS):
-            if self._try(node, "ACKJOB", job_id):
-                self.ledger.acked(body, node, time.monotonic())
+            if self.try_call(node, "ACKJOB", job_id):
+                self.ledger.acked(body, node, time.monotonic(), job_id.decode())
                 return
             node = self.random_node(exclude=node)
 
-    def _try(self, node: int, *command) -> bool:
-        try:
-            self.links.call(node, *command)
-            return True
-        except LinkError:
-            return False
+
+def _counters(words: list) -> tuple[int, int] | None:
+    """WITHCOUNTERS' words after the body (nacks N additional-deliveries M)."""
+    if not words:
+        return None
+    fields = {bytes(words[i]).decode(): int(words[i + 1]) for i in range(0, len(words) - 1, 2)}
+    return fields.get("nacks", 0), fields.get("additional-deliveries", 0)
