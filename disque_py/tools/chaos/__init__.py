@@ -1,6 +1,7 @@
 """A real-process chaos checker: `disque-py chaos` (and `make chaos`).
 
-Starts N disque-server processes on 127.0.0.1, joins them, and runs real
+Starts N disque-server processes on 127.0.0.1 (or, for the network faults,
+each in a network namespace of its own), joins them, and runs real
 clients against random nodes while a fault injector hits them with the
 kinds of fault asked for (kill -9, SIGSTOP, ...: faults/); then brings
 everything back, drains the queues and checks the clients' record: no job acknowledged by ADDJOB is
@@ -13,6 +14,9 @@ ACKJOB are counted and reported.
   ledger.py    what the clients saw, and the checks over it
   workload.py  producer and consumer threads
   faults/      the kinds of fault, and the injector that draws and undoes them
+  netns.py     the run's own network: bridge, namespaces, veths (network faults)
+  nft_rules.py the nftables rules of the network faults, as text
+  relay.py     the delaying TCP relay behind netem's slow links
   report.py    the report and the exit status
   run.py       the phases of a run; run(ChaosOptions) -> Report
 

@@ -12,16 +12,19 @@ timeline (faults.txt, the report's explanations) has every fault and heal.
 Kinds that take a node out of the cluster (`takes_down`) count against the
 run's max_down while their harm lasts; kinds that can make a node lose what
 it had not written (`loses_data`) are what a lost job may be excused by
-when the AOF is off.
+when the AOF is off. Kinds that work on packets (`needs_network`) make the
+run put its nodes in network namespaces; `needs_relays`, behind delaying
+relays too. Only the heal events of kinds that take down or lose data say
+a node is back (a partition's heal brings no node back).
 """
 
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, ClassVar
+from typing import Any, Callable, ClassVar, Protocol
 
-if TYPE_CHECKING:
-    from disque_py.tools.chaos.faults.injector import FaultInjector
+from disque_py.tools.chaos.nodes import Node
 
 CLUSTER = -1           # an Event's node when it concerns no one node (a partition healed)
 CRASH = "crash"        # a node that exited by itself: restarted like a killed one
@@ -48,6 +51,23 @@ class Harm:
     restarts: bool = False           # its heal starts the node again (kill, crash)
 
 
+class Injector(Protocol):
+    """What a kind asks of the injector (injector.py's FaultInjector), named
+    here so that this module need not import the one that imports it."""
+
+    nodes: list[Node]
+    rng: random.Random
+    plan: Any                  # injector.FaultPlan
+
+    def record(self, kind: str, node: int, detail: str = "") -> None: ...
+
+    def running(self) -> list[Node]: ...
+
+    def pick_victim(self) -> Node | None: ...
+
+    def notice_crashes(self) -> None: ...
+
+
 class FaultKind:
     """A kind of fault. `weight`: how often it is drawn against the others."""
 
@@ -55,9 +75,11 @@ class FaultKind:
     heal_name: ClassVar[str] = ""         # the Event that undoes it
     takes_down: ClassVar[bool] = True
     loses_data: ClassVar[bool] = False
+    needs_network: ClassVar[bool] = False
+    needs_relays: ClassVar[bool] = False
     weight: ClassVar[float] = 1.0
 
-    def __init__(self, injector: FaultInjector) -> None:
+    def __init__(self, injector: Injector) -> None:
         self.injector = injector
 
     def inject(self, now: float) -> Harm | None:
@@ -78,7 +100,8 @@ def down_kinds() -> set[str]:
 
 
 def back_kinds() -> set[str]:
-    return {k.heal_name for k in KINDS.values() if k.heal_name} | {RESTART}
+    return {k.heal_name for k in KINDS.values()
+            if k.heal_name and (k.takes_down or k.loses_data)} | {RESTART}
 
 
 def data_loss_kinds() -> set[str]:
