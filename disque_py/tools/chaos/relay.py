@@ -165,7 +165,7 @@ class RelayProcess:
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(
                 ["ip", "netns", "exec", self.namespace, sys.executable, "-m", __name__,
-                 str(RELAY_MARK), str(self.seed)],
+                 str(RELAY_MARK), str(self.seed), self.namespace],
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
                 start_new_session=True, text=True)
         ready, _, _ = select.select([self.proc.stdout], [], [], READY_TIMEOUT_S)
@@ -193,5 +193,5 @@ class RelayProcess:
         self.proc.stdout.close()
 
 
-if __name__ == "__main__":
+if __name__ == "__main__":        # MARK SEED NAMESPACE (the last only names it in ps)
     asyncio.run(main(int(sys.argv[1]), int(sys.argv[2])))
