@@ -42,7 +42,7 @@ from disque_py.tools.chaos.nft_rules import (FILTER_FAMILY, block_table, loss_ta
 
 # Durations as shares of the node timeout: half the faults shorter, half longer.
 SHORTER_THAN_TIMEOUT = (0.3, 0.9)
-LONGER_THAN_TIMEOUT = (1.2, 4.0)
+LONGER_THAN_TIMEOUT = (1.2, 8.0)
 LOSS_PERCENT = (5, 40)
 RESET_CONNECT_PERCENT = (20, 100)
 RESET_PACKET_PERMILLE = (1, 20)

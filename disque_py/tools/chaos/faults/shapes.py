@@ -36,12 +36,20 @@ class Partition:
 
     def cut_from(self, node: int) -> list[int]:
         """The nodes `node` cannot reach."""
-        return sorted({b if a == node else a for a, b in self.blocked if node in (a, b)})
+        return _cut_from(self.blocked, node)
 
     def views(self) -> dict[int, frozenset[int]]:
         """Each node -> the nodes it reaches, itself included."""
-        return {node: frozenset(range(self.nodes)) - set(self.cut_from(node))
-                for node in range(self.nodes)}
+        return _views(self.nodes, self.blocked)
+
+
+def _cut_from(blocked, node: int) -> list[int]:
+    return sorted({b if a == node else a for a, b in blocked if node in (a, b)})
+
+
+def _views(nodes: int, blocked) -> dict[int, frozenset[int]]:
+    return {node: frozenset(range(nodes)) - set(_cut_from(blocked, node))
+            for node in range(nodes)}
 
 
 def majority(nodes: int) -> int:
@@ -82,16 +90,15 @@ def halves(nodes: int, rng: random.Random) -> Partition:
 def majorities_ring(nodes: int, rng: random.Random) -> Partition:
     order = list(range(nodes))
     rng.shuffle(order)
-    reach = majority(nodes) // 2                 # neighbours on either side: 2 * reach + 1 >= majority
-    if 2 * reach + 1 >= nodes:                   # 3 nodes: a line, not a ring
+    reach = majority(nodes) // 2       # neighbours on either side: 2 * reach + 1 >= majority
+    if 2 * reach + 1 >= nodes:         # 3 nodes: a line, not a ring
         a, b, c = order
         blocked = frozenset({_pair(a, c)})
     else:
         blocked = frozenset(_pair(order[i], order[j]) for i, j in
                             itertools.combinations(range(nodes), 2)
                             if min(j - i, nodes - (j - i)) > reach)
-    partition = Partition("ring", nodes, blocked, "")
-    views = partition.views()
+    views = _views(nodes, blocked)
     text = "ring " + " ".join(f"{node}:{_side(views[node])}" for node in range(nodes))
     return Partition("ring", nodes, blocked, text)
 
