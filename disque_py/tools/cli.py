@@ -69,7 +69,7 @@ def server(config_file, port, bind, directory, http_port, http_bind) -> None:
 
 @main.command()
 @click.option("--nodes", type=click.IntRange(2, 30), default=5, show_default=True,
-              help="disque-server processes to start on 127.0.0.1.")
+              help="disque-server processes to start (on 127.0.0.1, or in namespaces).")
 @click.option("--duration", type=click.FloatRange(min=1), default=600.0, show_default=True,
               help="Seconds of load and faults (the recovery and drain come after).")
 @click.option("--seed", type=int, default=None,
@@ -116,30 +116,36 @@ def server(config_file, port, bind, directory, http_port, http_bind) -> None:
 @click.option("--faults", "fault_names", default="kill,pause", show_default=True,
               metavar="KIND[,KIND...]",
               help="The kinds of fault, comma separated: kill (-9, then a restart), "
-                   "pause (SIGSTOP, then SIGCONT), clock (the wall clock jumps or drifts, "
-                   "libfaketime), powerloss (kill -9 and the AOF cut to what was fsynced), "
-                   "corrupt (a truncation or a bit flip in one node's AOF or nodes.conf), "
-                   "membership (a spare joins, a member leaves or is forgotten). "
-                   "With the AOF on, BGREWRITEAOFs too.")
+                   "pause (SIGSTOP, then SIGCONT), partition (nodes cut apart: one isolated, "
+                   "halves, majorities ring, bridge), netem (loss, resets or delay on some "
+                   "links), clock (the wall clock jumps or drifts, libfaketime), powerloss "
+                   "(kill -9 and the AOF cut to what was fsynced), corrupt (a truncation or a "
+                   "bit flip in one node's AOF or nodes.conf), membership (a spare joins, a "
+                   "member leaves or is forgotten). With the AOF on, BGREWRITEAOFs too.")
+@click.option("--netns/--no-netns", default=None,
+              help="Run the nodes in network namespaces the run makes (needs root, ip and "
+                   "nft) [default: when partition or netem is asked for; else loopback].")
 @click.option("--json", "json_path", is_flag=False, flag_value="", metavar="[FILE]",
               type=click.Path(dir_okay=False),
               help="Also write the report as JSON: to FILE, or without FILE to "
                    "chaos-reports/chaos-SEED-TIME.json (git ignores chaos-reports/).")
 def chaos(json_path, fault_names, **options) -> None:
-    """Kill, pause and restart real nodes under load; check no job is lost.
+    """Kill, pause, partition and restart real nodes under load; check no job is lost.
 
-    Starts the nodes on free 127.0.0.1 ports, joins them, runs the
+    Starts the nodes on free 127.0.0.1 ports (with partition or netem, each in
+    a network namespace of its own behind a bridge), joins them, runs the
     workload's producers (ADDJOB ... REPLICATE) and consumers (GETJOB, NACK,
-    WORKING, ACKJOB) against random nodes while kill -9 and SIGSTOP/SIGCONT
-    faults hit random nodes; then restarts everything, drains, and reports
-    lost, unexpected, delivered and duplicated jobs, the delays to a first
-    delivery, and the workload's own promises. Exit status 1 on a lost
+    WORKING, ACKJOB) against random nodes while the faults asked for hit
+    random nodes or links; then heals and restarts everything, drains, and
+    reports lost, unexpected, delivered and duplicated jobs, the delays to a
+    first delivery, and the workload's own promises. Exit status 1 on a lost
     acknowledged job, an unexpected delivery, a broken promise or a server
-    crash, with the command that replays the run; every node started is
-    stopped, even on Ctrl-C."""
+    crash, with the command that replays the run; every node, namespace and
+    rule made is removed, even on Ctrl-C."""
     from disque_py.tools.chaos.run import ChaosOptions, fault_kinds, run, workload_name
     try:
         options["faults"] = fault_kinds(fault_names)
+        ChaosOptions(**options).uses_network()
     except ValueError as error:
         raise click.BadParameter(str(error), param_hint="'--faults'") from None
     try:

@@ -208,7 +208,7 @@ def test_a_node_that_exits_by_itself_is_recorded_as_a_crash_and_restarted():
 
 def test_fault_kinds_are_checked_against_the_known_ones():
     assert fault_kinds("kill, pause,kill") == ("kill", "pause")
-    with pytest.raises(ValueError, match="unknown fault kind.*bogus.*known:.*kill.*pause"):
+    with pytest.raises(ValueError, match="unknown fault kind.*bogus.*known:.* kill, .*pause"):
         fault_kinds("kill,bogus")
     with pytest.raises(ValueError):
         fault_kinds(",")

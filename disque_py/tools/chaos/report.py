@@ -30,6 +30,7 @@ SHOWN_LOST = 10
 SHOWN_AFTER_ACK = 5
 SHOWN_CRASHES = 5
 REPORTS_DIR = "chaos-reports"
+NETWORK_KINDS = ("partition", "netem")    # faults/network.py: counted by shape or effect
 
 
 def default_json_path(seed: int, now: float | None = None) -> str:
@@ -107,6 +108,7 @@ class Report:
             f"faults: {f.get('kill', 0)} kill -9, {f.get('pause', 0)} SIGSTOP/SIGCONT, "
             f"{f.get('rewrite', 0)} BGREWRITEAOF; {f.get('restarts', 0)} node restarts, "
             f"{f.get('resume', 0)} resumes" + self._other_faults_text(),
+            *self._network_faults(),
             f"ADDJOB: {c['adds_sent']} sent, {c['adds_acknowledged']} acknowledged with an ID, "
             f"{c['adds_failed']} not ({self.add_errors_text()})",
             f"delivered: {c['jobs_delivered']} jobs in {c['deliveries']} deliveries "
@@ -143,10 +145,11 @@ class Report:
         return next((job.excused for job in self.lost if job.excused), "")
 
     def _other_faults_text(self) -> str:
-        """Events beyond kill, pause and rewrite (clock, power loss, repairs...)."""
+        """Events beyond kill, pause, rewrite and the network faults (clock,
+        power loss, repairs...)."""
         shown = {"kill", "pause", "rewrite", "restarts", "resume", "restart"}
         others = [f"{n} {kind}" for kind, n in sorted(self.faults.items())
-                  if kind not in shown and n]
+                  if kind not in shown and kind.split(":")[0] not in NETWORK_KINDS and n]
         return "; " + ", ".join(others) if others else ""
 
     def delays_text(self) -> str:
@@ -160,12 +163,24 @@ class Report:
         return (f"longest delay to a first delivery: after the faults healed {after}; "
                 f"from ADDJOB's answer {since_add}")
 
+    def _network_faults(self) -> list[str]:
+        """`partition 4 (2 halves, 1 isolated, 1 ring), netem 2 (...)`, when asked for."""
+        parts = []
+        for kind in NETWORK_KINDS:
+            if kind in self.faults:
+                kinds = self.counts_by_prefix(f"{kind}:", self.faults)
+                parts.append(f"{self.faults[kind]} {kind} ("
+                             + (", ".join(f"{n} {k}" for k, n in kinds.items()) or "none") + ")")
+        return ["network faults: " + ", ".join(parts)] if parts else []
+
     def add_errors_text(self) -> str:
         errors = self.counts_by_prefix("add_error:")
         return ", ".join(f"{n} {kind}" for kind, n in errors.items()) or "none"
 
-    def counts_by_prefix(self, prefix: str) -> dict[str, int]:
-        return {k[len(prefix):]: v for k, v in self.counts.items() if k.startswith(prefix)}
+    def counts_by_prefix(self, prefix: str, counts: dict[str, int] | None = None
+                         ) -> dict[str, int]:
+        counts = self.counts if counts is None else counts
+        return {k[len(prefix):]: v for k, v in counts.items() if k.startswith(prefix)}
 
     def jobs_held_text(self) -> str:
         return ", ".join(f"{name} {'?' if n is None else n}"

@@ -11,8 +11,11 @@ by ADDJOB was delivered (or the drain deadline passes), and keep them
 consuming while the nodes let go of what they still hold; question the
 nodes about any lost job; stop the nodes with SIGTERM; read their logs for
 tracebacks and sanitizer reports; build the report, with the workload's
-own findings. Whatever happens (an error, Ctrl-C, SIGTERM)
-every node this run started is killed by PID before run() returns or raises.
+own findings. Nodes live in network namespaces of the run's own (netns.py)
+when a kind of fault needs them or --netns asks. Whatever happens (an
+error, Ctrl-C, SIGTERM) every node this run started is killed by PID, and
+every namespace, link, relay and rule it made is removed, before run()
+returns or raises.
 """
 
 from __future__ import annotations
@@ -23,13 +26,16 @@ import signal
 import tempfile
 import threading
 import time
-from dataclasses import dataclass
+from collections import Counter
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable
 
 from disque_py.tools.chaos.cluster import Fleet, node_dir
 from disque_py.tools.chaos.faults import DEFAULT_KINDS, KINDS, FaultInjector, FaultPlan
+from disque_py.tools.chaos.faults.base import CLUSTER, Event
 from disque_py.tools.chaos.ledger import Ledger
+from disque_py.tools.chaos.netns import NetworkLab
 from disque_py.tools.chaos.nodes import Crash, Launch
 from disque_py.tools.chaos.report import LostJob, Report, verdict_counts
 from disque_py.tools.chaos.workloads import (DEFAULT_WORKLOAD, WORKLOADS, CheckContext, Setup,
@@ -78,11 +84,21 @@ class ChaosOptions:
     rereplicate: bool = True           # the nodes' `rereplicate` directive
     faults: tuple[str, ...] = DEFAULT_KINDS   # the kinds of fault (faults/)
     workload: str = DEFAULT_WORKLOAD   # the load and its own promises (workloads/)
+    netns: bool | None = None          # nodes in network namespaces (None: if a fault needs it)
 
     def fault_kinds(self) -> tuple[str, ...]:
         """The kinds asked for, and AOF rewrites when the AOF is on (so
         that the other faults land during rewrites too)."""
         return self.faults + (("rewrite",) if self.appendonly else ())
+
+    def uses_network(self) -> bool:
+        """Nodes in namespaces: asked for, or needed by a kind of fault;
+        ValueError if refused where a kind needs them."""
+        needed = [kind for kind in self.faults if KINDS[kind].needs_network]
+        if needed and self.netns is False:
+            raise ValueError(f"{', '.join(needed)} need the nodes in network namespaces: "
+                             "drop --no-netns")
+        return bool(needed) if self.netns is None else self.netns
 
     def settings(self) -> dict:
         return {"nodes": self.nodes, "duration": f"{self.duration:g}s",
@@ -93,6 +109,7 @@ class ChaosOptions:
                 "producers": self.producers, "consumers": self.consumers,
                 "rate": f"{self.rate:g}/s", "retry": f"{self.retry}s",
                 "node-timeout": f"{self.node_timeout_ms}ms",
+                "network": "namespaces" if self.uses_network() else "loopback",
                 "fault-interval": f"{self.fault_interval:g}s"}
 
 
@@ -132,9 +149,13 @@ class Run:
         self.rng = random.Random(options.seed)
         self.base_dir = self._make_dir()
         spares = MEMBERSHIP_SPARES if "membership" in options.faults else 0
-        self.fleet = Fleet(self.base_dir, [Launch(env=self._node_env(index))
-                                           for index in range(options.nodes + spares)],
-                           self._server_args(), spares)
+        self.network = self._claim_network(options.nodes + spares)
+        try:
+            launches = [self._launch(index) for index in range(options.nodes + spares)]
+            self.fleet = Fleet(self.base_dir, launches, self._server_args(), spares)
+        except BaseException:
+            self._remove_network()
+            raise
         self.ledger = Ledger()
         self.started = time.monotonic()
         self.elapsed: dict[str, float] = {}
@@ -151,12 +172,28 @@ class Run:
         parent.mkdir(parents=True, exist_ok=True)
         return Path(tempfile.mkdtemp(prefix=f"chaos-{self.options.seed}-", dir=parent))
 
-    def _node_env(self, index: int) -> dict[str, str]:
-        """What the kinds of fault need in a node's environment (faults/)."""
+    def _launch(self, index: int) -> Launch:
+        """A node's address and command prefix (its namespace, if any) and
+        what the kinds of fault need in its environment (faults/)."""
         env: dict[str, str] = {}
         for name in self.options.fault_kinds():
             env.update(KINDS[name].launch_env(node_dir(self.base_dir, index)))
-        return env
+        launch = self.network.launch(index) if self.network else Launch()
+        return replace(launch, env=env)
+
+    def _claim_network(self, count: int) -> NetworkLab | None:
+        """The run's subnet and bridge, when its `count` nodes live in namespaces."""
+        o = self.options
+        if not o.uses_network():
+            return None
+        relays = any(KINDS[kind].needs_relays for kind in o.faults)
+        network = NetworkLab(count, self.base_dir, relays, o.seed)
+        try:
+            network.claim()
+        except BaseException:
+            network.remove()
+            raise
+        return network
 
     def _server_args(self) -> list[str]:
         args = ["--cluster-node-timeout", str(self.options.node_timeout_ms),
@@ -170,6 +207,9 @@ class Run:
     def execute(self) -> Report:
         self.echo(f"chaos: seed {self.options.seed}, {self.options.nodes} nodes in "
                   f"{self.base_dir}")
+        if self.network is not None:
+            self.network.create([node.port for node in self.fleet.nodes])
+            self.echo(f"chaos: network: {self.network.describe()}")
         self.fleet.start(MESH_TIMEOUT_S)
         self.echo(f"chaos: cluster formed: {self._addresses_text()}")
         self.workload = self._make_workload()
@@ -212,7 +252,9 @@ class Run:
 
     def _plan(self) -> FaultPlan:
         return FaultPlan(self.options.max_down, self.options.fault_interval,
-                         self.options.fault_kinds(), replicate=self.options.replicate)
+                         self.options.fault_kinds(), replicate=self.options.replicate,
+                         node_timeout_s=self.options.node_timeout_ms / 1000,
+                         network=self.network)
 
     def _addresses_text(self) -> str:
         return " ".join(f"{host}:{port}" for host, port in self._client_addresses())
@@ -320,6 +362,7 @@ class Run:
                   (*self.options.fault_kinds(), "resume", "crash", "start-failed")}
         faults.update(injector.event_counts())
         faults["restarts"] = self.fleet.restarts()
+        faults.update(self._faults_by_detail(injector))
         self._write_timeline(injector)
         counts = verdict_counts(verdict, self.ledger.add_errors())
         counts["unacked_at_end"] = self.ledger.unacked()
@@ -334,6 +377,14 @@ class Run:
                       faults, lost, [self._after_ack_line(r, d) for r, d in verdict.after_ack],
                       verdict.unexpected, crashes, self.problems, held, injector.measures(),
                       workload=workload.name, findings=findings, delays=verdict.delays)
+
+    @staticmethod
+    def _faults_by_detail(injector: FaultInjector) -> dict[str, int]:
+        """`partition:halves` -> 3: faults counted by the first word of their
+        detail (a partition's shape, a netem fault's effect)."""
+        counts = Counter(f"{e.kind}:{e.detail.split()[0]}" for e in injector.events
+                         if e.detail and e.kind in injector.plan.kinds)
+        return dict(sorted(counts.items()))
 
     def _lost_job(self, record) -> LostJob:
         excused = self._power_cut_excuse(record.added_at) or self._no_aof_excuse(record)
@@ -399,15 +450,20 @@ class Run:
 
     def _faults_text(self, start: float, end: float, nodes: set[int] | None = None) -> str:
         events = [e for e in self.injector.events_between(start, end)
-                  if nodes is None or e.node in nodes]
-        text = ", ".join(f"{e.kind} node{e.node} {self._at(e.at)}"
+                  if nodes is None or e.node in nodes or e.node == CLUSTER]
+        text = ", ".join(f"{self._event_text(e)} {self._at(e.at)}"
                          for e in events[:FAULT_CONTEXT_EVENTS])
         more = len(events) - FAULT_CONTEXT_EVENTS
         return (text or "none") + (f" and {more} more" if more > 0 else "")
 
+    @staticmethod
+    def _event_text(event: Event) -> str:
+        """`kill node2`, `partition halves [0,2]|[1,3,4] for 4.1s`."""
+        where = f" node{event.node}" if event.node != CLUSTER else ""
+        return f"{event.kind}{where}" + (f" {event.detail}" if event.detail else "")
+
     def _write_timeline(self, injector: FaultInjector) -> None:
-        lines = [f"{self._at(e.at)} {e.kind} node{e.node}" + (f": {e.detail}" if e.detail else "")
-                 for e in injector.events]
+        lines = [f"{self._at(e.at)} {self._event_text(e)}" for e in injector.events]
         (self.base_dir / "faults.txt").write_text("\n".join(lines) + "\n")
 
     def _stop_nodes(self) -> list[Crash]:
@@ -429,8 +485,14 @@ class Run:
                     thread.join(THREAD_JOIN_TIMEOUT_S)
         finally:
             self.fleet.force_kill()
+            self._remove_network()
         if not keep:
             shutil.rmtree(self.base_dir, ignore_errors=True)
+
+    def _remove_network(self) -> None:
+        if self.network is not None:
+            for problem in self.network.remove():
+                self.echo(f"chaos: could not remove: {problem}")
 
 
 def run(options: ChaosOptions, echo: Callable[[str], None] = print) -> Report:
@@ -446,6 +508,10 @@ def run(options: ChaosOptions, echo: Callable[[str], None] = print) -> Report:
         report = chaos.execute()
         return report
     finally:
+        # A second Ctrl-C must not cut the cleanup short (namespaces, relays
+        # and nodes would outlive the run): the cleanup's own waits are bounded.
+        for signum in previous:
+            signal.signal(signum, signal.SIG_IGN)
         keep = options.keep or report is None or not report.passed
         chaos.cleanup(keep)
         if keep:

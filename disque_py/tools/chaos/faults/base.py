@@ -14,7 +14,10 @@ A kind may ask for environment variables on every node of the run
 measured (measures). Kinds that take a node out of the cluster (`takes_down`) count against the
 run's max_down while their harm lasts; kinds that can make a node lose what
 it had not written (`loses_data`) are what a lost job may be excused by
-when the AOF is off.
+when the AOF is off. Kinds that work on packets (`needs_network`) make the
+run put its nodes in network namespaces; `needs_relays`, behind delaying
+relays too. Only the heal events of kinds that take down or lose data say
+a node is back (a partition's heal brings no node back).
 """
 
 from __future__ import annotations
@@ -78,6 +81,8 @@ class FaultKind:
     heal_name: ClassVar[str] = ""         # the Event that undoes it
     takes_down: ClassVar[bool] = True
     loses_data: ClassVar[bool] = False
+    needs_network: ClassVar[bool] = False
+    needs_relays: ClassVar[bool] = False
     weight: ClassVar[float] = 1.0
 
     def __init__(self, injector: Injector) -> None:
@@ -111,7 +116,8 @@ def down_kinds() -> set[str]:
 
 
 def back_kinds() -> set[str]:
-    return {k.heal_name for k in KINDS.values() if k.heal_name} | {RESTART}
+    return {k.heal_name for k in KINDS.values()
+            if k.heal_name and (k.takes_down or k.loses_data)} | {RESTART}
 
 
 def data_loss_kinds() -> set[str]:

@@ -18,11 +18,15 @@ import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from disque_py.tools.chaos.faults.base import (CRASH, KINDS, Event, Harm, back_kinds,
                                                data_loss_kinds, down_kinds)
 from disque_py.tools.chaos.faults.process import restart
 from disque_py.tools.chaos.nodes import UP, Node
+
+if TYPE_CHECKING:
+    from disque_py.tools.chaos.netns import NetworkLab
 
 TICK_S = 0.1
 START_RETRY_S = 5.0
@@ -35,6 +39,8 @@ class FaultPlan:
     kinds: tuple[str, ...] = ("kill", "pause")
     replicate: int = 1             # the jobs' REPLICATE: membership keeps that many members
     first_kinds: tuple[str, ...] = field(default=())   # drawn first, once each (default: kinds)
+    node_timeout_s: float = 3.0          # the nodes' cluster-node-timeout (network faults' scale)
+    network: NetworkLab | None = None    # the nodes' namespaces, for the network faults
 
 
 class FaultInjector(threading.Thread):
