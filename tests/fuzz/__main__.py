@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import logging
 import sys
 from pathlib import Path
 
@@ -55,8 +56,10 @@ def main() -> None:
     parser.add_argument("--work", type=Path, default=Path("build/fuzz").resolve(),
                         help="where the corpus grows and failing inputs land")
     args = parser.parse_args()
-    with atheris.instrument_imports(include=["disque_py"]):
+    with atheris.instrument_imports(include=TARGETS[args.target]):
         target = importlib.import_module(f"tests.fuzz.{args.target}")
+    # The node's log (a torn AOF's warning, ...) would print once per input.
+    logging.getLogger("disque").addHandler(logging.NullHandler())
     atheris.Setup(libfuzzer_args(args.target, args.work, args.runs, args.seconds),
                   target.check)
     atheris.Fuzz()
