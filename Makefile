@@ -46,7 +46,7 @@ ASAN_QUICK_SUITES := tests/engine tests/unit
 FUZZ_TARGETS := resp connection bus aof
 FUZZ_SECONDS ?= 600
 # make test's fuzzing: each target this many executions from its seeds.
-FUZZ_QUICK_RUNS ?= 20000
+FUZZ_QUICK_RUNS ?= 5000
 
 CHAOS_SECONDS ?= 600
 CHAOS_ARGS ?=
@@ -163,7 +163,7 @@ run: $(VENV)/.installed redis-cli-deps
 # The layer contract first (seconds): a layer that imports upward fails
 # before the suite runs. Then the engine under the sanitizers and each fuzz
 # target for a bounded number of runs (a few minutes in all).
-test: $(VENV)/.installed-test system-deps node-deps
+test: $(VENV)/.installed-test system-deps node-deps sanitizer-deps
 	$(BIN)/lint-imports
 	$(BIN)/python -m pytest
 	$(MAKE) test-asan-quick fuzz-quick
@@ -191,7 +191,7 @@ $(ASAN_VENV)/.installed: pyproject.toml $(ENGINE_SOURCES) | build-deps sanitizer
 	[ -x $(ASAN_PY) ] || { $(PYTHON) -m venv $(ASAN_VENV) && \
 		$(ASAN_PY) -m pip install --quiet --upgrade pip; }
 	cd $(ASAN_TREE) && DISQUE_ENGINE_SANITIZE=$(SANITIZERS) CC=$(CLANG) \
-		$(ASAN_PY) -m pip install --quiet -e '.[test,fuzz]'
+		$(ASAN_PY) -m pip install --quiet -e '.[test,spark,fuzz]'
 	touch $@
 
 # The suites on the sanitized engine, and the servers they start: any

@@ -62,13 +62,15 @@ def fuzzer_runtime() -> str:
 
 
 def sanitized_environment(preload: str, reports: Path) -> dict[str, str]:
-    """This environment with the runtime preloaded and reports sent to files;
-    options already in ASAN_OPTIONS / UBSAN_OPTIONS come last, so they win."""
+    """This environment with the runtime preloaded and reports sent to files
+    in `reports`. Options already in ASAN_OPTIONS / UBSAN_OPTIONS override
+    ours, but for log_path: a run nested in a sanitized one (its tests) has
+    its own reports."""
     env = dict(os.environ)
     for name, ours, prefix in (("ASAN_OPTIONS", ASAN_OPTIONS, "asan"),
                                ("UBSAN_OPTIONS", UBSAN_OPTIONS, "ubsan")):
-        options = [*ours, f"log_path={reports / prefix}"]
-        env[name] = ":".join(options + ([env[name]] if env.get(name) else []))
+        callers = [env[name]] if env.get(name) else []
+        env[name] = ":".join([*ours, *callers, f"log_path={reports / prefix}"])
     env["LD_PRELOAD"] = " ".join(filter(None, [preload, env.get("LD_PRELOAD")]))
     return env
 
