@@ -3,7 +3,9 @@
 # redis-cli to talk to it, `make test` runs everything, `make soak` plays
 # 10,000 seeds of the cluster simulation and `make chaos` kills and pauses
 # a 5-node loopback cluster under load for CHAOS_SECONDS (10 minutes) and
-# checks no acknowledged job is lost. Every target creates .venv when it
+# checks no acknowledged job is lost. `make test-asan` runs the suites on an
+# engine built with AddressSanitizer and UBSan, `make fuzz` each fuzz target
+# for FUZZ_SECONDS (docs/checking.md). Every target creates .venv when it
 # is missing and installs what it needs (Python packages into the venv;
 # with apt, the Debian package of each command that is missing, and never
 # an upgrade of a package you have).
@@ -26,6 +28,35 @@ NODE_CLIENTS := tests/clients/node
 PROMTOOL := $(BIN)/promtool
 SUDO   := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 
+# The sanitized engine (make test-asan, make fuzz, and a bounded part of both
+# in make test): built by clang with ASan, UBSan and libFuzzer's coverage
+# into its own venv, from a copy of the checkout in ASAN_TREE, so that the
+# normal build in place (.venv) is never overwritten by it. Its runtime is
+# preloaded by tests/sanitized.py, which fails the run on any report.
+CLANG      ?= clang-14
+SANITIZERS := address,undefined,fuzzer-no-link
+ASAN_VENV  ?= .venv-asan
+ASAN_TREE  := build/asan-tree
+ASAN_PY    := $(CURDIR)/$(ASAN_VENV)/bin/python
+SANITIZED  := cd $(ASAN_TREE) && $(ASAN_PY) -m tests.sanitized
+# The whole sanitized run, and the part make test runs (the engine's and the
+# unit tests: the engine's every path, a few minutes). Left out of it:
+# the browser tests (chromedriver and chromium cannot start with the ASan
+# runtime preloaded: its shadow memory does not fit their address space;
+# they read pages, not the engine), `make run` (it builds a normal venv in
+# the copy, over the sanitized engine) and the test that measures a
+# server's RSS for leaks (ASan's allocator holds freed memory back).
+ASAN_SUITES       ?= tests/engine tests/unit tests/persistence tests/integration tests/cluster \
+	tests/sim tests/fuzz
+ASAN_LEFT_OUT     := --ignore=tests/integration/test_dashboard_browser.py \
+	--deselect=tests/integration/test_make_targets.py::test_make_run_keeps_the_nodes_files_in_run_port \
+	--deselect=tests/integration/test_protocol.py::test_half_commands_then_disconnect_do_not_leak_memory
+ASAN_QUICK_SUITES := tests/engine tests/unit tests/fuzz
+FUZZ_TARGETS := resp connection bus aof
+FUZZ_SECONDS ?= 600
+# make test's fuzzing: each target this many executions from its seeds.
+FUZZ_QUICK_RUNS ?= 5000
+
 CHAOS_SECONDS ?= 600
 CHAOS_ARGS ?=
 SOAK_SEEDS ?= 10000
@@ -37,7 +68,7 @@ ENGINE_SOURCES := setup.py disque_py/engine/_sources.py \
 HAS_PYTHON_H := $(PYTHON) -c "import os, sys, sysconfig; sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()['include'], 'Python.h')))"
 
 .PHONY: run build test bench chaos soak build-deps redis-cli-deps system-deps test-commands \
-	node-deps clean
+	node-deps clean sanitizer-deps asan-tree test-asan test-asan-quick fuzz fuzz-quick
 
 # $(call apt_install,WORDS): installs with apt-get the Debian packages that
 # the shell expands WORDS to, when there are any. apt-get install upgrades a
@@ -140,10 +171,62 @@ run: $(VENV)/.installed redis-cli-deps
 	$(BIN)/disque-server --port $(PORT) --bind 127.0.0.1 --dir $(RUN_DIR)
 
 # The layer contract first (seconds): a layer that imports upward fails
-# before the suite runs.
-test: $(VENV)/.installed-test system-deps node-deps
+# before the suite runs. Then the engine under the sanitizers and each fuzz
+# target for a bounded number of runs (a few minutes in all).
+test: $(VENV)/.installed-test system-deps node-deps sanitizer-deps
 	$(BIN)/lint-imports
 	$(BIN)/python -m pytest
+	$(MAKE) test-asan-quick fuzz-quick
+
+# clang and its sanitizer runtimes (Debian's clang-14, libclang-rt-14-dev),
+# each only when missing.
+sanitizer-deps:
+	@missing=""; \
+	command -v $(CLANG) >/dev/null || missing="$$missing clang-14"; \
+	ls /usr/lib/llvm-14/lib/clang/*/lib/linux/libclang_rt.asan-x86_64.so >/dev/null 2>&1 || \
+		missing="$$missing libclang-rt-14-dev"; \
+	$(call apt_install,$$missing)
+
+# The checkout's files (tracked, and new ones git does not ignore) copied
+# into ASAN_TREE; what was deleted here goes there too. The sanitized build
+# there (the engine's .so) stays until its sources change.
+asan-tree:
+	@mkdir -p $(ASAN_TREE)
+	@find $(ASAN_TREE) -type f ! -name '_core.*.so' -delete
+	@git ls-files -co --exclude-standard -z | tar --null -cf - -T - | tar -xf - -C $(ASAN_TREE)
+	@mkdir -p $(ASAN_TREE)/tests/clients/node
+	@ln -sfn $(CURDIR)/$(NODE_CLIENTS)/node_modules $(ASAN_TREE)/$(NODE_CLIENTS)/node_modules
+
+$(ASAN_VENV)/.installed: pyproject.toml $(ENGINE_SOURCES) | build-deps sanitizer-deps asan-tree
+	[ -x $(ASAN_PY) ] || { $(PYTHON) -m venv $(ASAN_VENV) && \
+		$(ASAN_PY) -m pip install --quiet --upgrade pip; }
+	cd $(ASAN_TREE) && DISQUE_ENGINE_SANITIZE=$(SANITIZERS) CC=$(CLANG) \
+		$(ASAN_PY) -m pip install --quiet -e '.[test,spark,fuzz]'
+	touch $@
+
+# The suites on the sanitized engine, and the servers they start: any
+# sanitizer report, in any process, fails the run (tests/sanitized.py).
+test-asan: $(ASAN_VENV)/.installed system-deps node-deps | asan-tree
+	@ln -sf $(CURDIR)/$(PROMTOOL) $(ASAN_VENV)/bin/promtool
+	$(SANITIZED) -- $(ASAN_PY) -m pytest -q -p no:cacheprovider $(ASAN_LEFT_OUT) $(ASAN_SUITES)
+
+test-asan-quick: $(ASAN_VENV)/.installed | asan-tree
+	$(SANITIZED) -- $(ASAN_PY) -m pytest -q -p no:cacheprovider $(ASAN_QUICK_SUITES)
+
+# Each fuzz target for FUZZ_SECONDS, one after the other (tests/fuzz/).
+fuzz: $(ASAN_VENV)/.installed | asan-tree
+	@for target in $(FUZZ_TARGETS); do \
+		($(SANITIZED) --fuzzer -- $(ASAN_PY) -m tests.fuzz $$target --seconds $(FUZZ_SECONDS) \
+			--work $(CURDIR)/build/fuzz) \
+			|| exit 1; \
+	done
+
+fuzz-quick: $(ASAN_VENV)/.installed | asan-tree
+	@for target in $(FUZZ_TARGETS); do \
+		($(SANITIZED) --fuzzer -- $(ASAN_PY) -m tests.fuzz $$target --runs $(FUZZ_QUICK_RUNS) \
+			--work $(CURDIR)/build/fuzz) \
+			|| exit 1; \
+	done
 
 # Benchmarks compare against redis-server from Debian's packages.
 bench: $(VENV)/.installed-test system-deps
@@ -160,4 +243,4 @@ soak: $(VENV)/.installed
 	$(BIN)/python -m tests.sim --seeds $(SOAK_SEEDS) --jobs $(SOAK_JOBS)
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache disque_py/engine/*.c disque_py/engine/*.so
+	rm -rf $(VENV) $(ASAN_VENV) build *.egg-info .pytest_cache disque_py/engine/*.c disque_py/engine/*.so

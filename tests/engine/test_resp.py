@@ -366,6 +366,15 @@ def test_commands_before_a_protocol_error_are_returned():
         assert message(error) == protocol_error("expected '$', got 'x'")
 
 
+def test_an_empty_read_before_any_bytes_is_no_command():
+    # Found by the sanitizers (make test-asan): the first append, of no
+    # bytes, copied them into a buffer not allocated yet (memcpy to NULL,
+    # undefined behaviour UBSan stops on). It fails only under them.
+    reader = RequestReader()
+    assert reader.feed(b"") == [] and reader.error is None
+    assert reader.feed(mb(b"PING")) == [[b"PING"]]
+
+
 def test_reader_ignores_input_after_an_error():
     reader = RequestReader()
     reader.feed(b"*x\r\n")

@@ -88,6 +88,8 @@ cdef class RequestParser:
         """Add received bytes (after the unconsumed ones)."""
         cdef Py_ssize_t needed
         cdef char* grown
+        if length == 0:
+            return 0        # and a parser with no buffer yet must not memcpy to NULL
         if self.start == self.size:               # everything was consumed
             self.start = self.size = self.pos = 0
             if self.capacity > PARSER_SHRINK_ABOVE:   # after one huge command
