@@ -14,7 +14,7 @@ import pytest
 
 from tests.persistence.helpers import (ALWAYS, add_jobs, aof_path, check_aof, data_end,
                                        info, job_id_of, loadjob_records, parse_records,
-                                       refused_start, show_all)
+                                       refused_start, show_all, wait_rewrite_done)
 from tests.support import HOST, free_port
 
 JOBS = 10
@@ -230,5 +230,30 @@ def test_a_flipped_record_name_is_damage_check_aof_finds_and_fix_cuts(stopped, r
     target = next(r for r in records[1:] if r.argv[0] == record)
     damaged = bytearray(data)
     damaged[data.index(record, target.offset)] ^= flip
+    kept = sum(1 for r in records[1:] if r.argv[0] == b"LOADJOB" and r.end <= target.offset)
+    _refused_then_fixed(server, ids, bytes(damaged), target.offset, kept=kept)
+
+
+def test_a_flipped_digit_in_a_dedup_time_is_damage_check_aof_finds_and_fix_cuts(stopped):
+    """The other half of the reader's record check (d730e6f): a DEDUP record
+    whose time is no longer a number ('1' -> 'q', one bit) is well framed
+    and well named; the loader refused it (its time does not parse), and
+    check-aof must find it there and --fix cut it, not call the file valid."""
+    server, ids, _ = stopped
+    server.start()
+    # A key that outlives its job: the AOF rewrite keeps it in a DEDUP record.
+    [deduped] = add_jobs(server, 1, "q", "DEDUP", "order-17", "WINDOW", 3600)
+    assert server.client().execute_command("ACKJOB", deduped) == 1
+    server.client().execute_command("BGREWRITEAOF")
+    wait_rewrite_done(server)
+    add_jobs(server, 1, "q")                      # the DEDUP is not the last record
+    assert server.stop() == 0
+    data = aof_path(server).read_bytes()
+    records = parse_records(data)
+    target = next(r for r in records[1:] if r.argv[0] == b"DEDUP")
+    assert len(target.argv) == 5 and target.argv[4].isdigit(), target.argv
+    damaged = bytearray(data)
+    damaged[target.arg_offsets[4]] ^= 0x40        # a digit -> a letter
+    assert not bytes(damaged[target.arg_offsets[4]:][:1]).isdigit()
     kept = sum(1 for r in records[1:] if r.argv[0] == b"LOADJOB" and r.end <= target.offset)
     _refused_then_fixed(server, ids, bytes(damaged), target.offset, kept=kept)
