@@ -21,7 +21,7 @@ RUN_DIR = run/$(PORT)
 # Commands the targets need, each as command=the Debian package that brings it.
 RUN_COMMANDS := redis-cli=redis-tools
 TEST_COMMANDS := $(RUN_COMMANDS) nc=netcat-openbsd openssl=openssl ip=iproute2 nft=nftables \
-	java=openjdk-17-jre-headless node=nodejs npm=npm \
+	faketime=faketime java=openjdk-17-jre-headless node=nodejs npm=npm \
 	chromium=chromium chromedriver=chromium-driver
 BENCH_COMMANDS := redis-server=redis-server
 NODE_CLIENTS := tests/clients/node
@@ -129,7 +129,8 @@ redis-cli-deps:
 # Command-line tools the tests drive: redis-cli (redis-tools) and nc; openssl
 # (the TLS tests make their certificates) and ip (iproute2: the protected-mode
 # tests make a network namespace, the chaos checker's network faults one per
-# node) with nft (nftables: the partitions' and lossy links' rules); Java
+# node) with nft (nftables: the partitions' and lossy links' rules);
+# faketime (its libfaketime moves a node's clock in the chaos clock faults); Java
 # for the Spark tests (pyspark starts a JVM); node and npm for the Node.js
 # client libraries; Debian's chromium and its chromedriver for the
 # dashboard's browser tests (selenium drives them; no browser is downloaded).

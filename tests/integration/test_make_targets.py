@@ -32,8 +32,9 @@ APT_INSTALL = "install -y -qq --no-install-recommends --no-upgrade"
 
 # What `make test` needs on a fresh machine: each command and its package.
 TEST_PACKAGES = {"redis-cli": "redis-tools", "nc": "netcat-openbsd", "openssl": "openssl",
-                 "ip": "iproute2", "java": "openjdk-17-jre-headless", "node": "nodejs",
-                 "npm": "npm", "chromium": "chromium", "chromedriver": "chromium-driver"}
+                 "ip": "iproute2", "nft": "nftables", "faketime": "faketime",
+                 "java": "openjdk-17-jre-headless", "node": "nodejs", "npm": "npm",
+                 "chromium": "chromium", "chromedriver": "chromium-driver"}
 
 
 # ------------------------------------------------------------- make run
