@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 from tests import sanitized
+
+ROOT = Path(__file__).resolve().parents[2]      # where `-m tests.sanitized` is found
 
 CRASH = "import ctypes; ctypes.string_at(0)"
 IN_A_CHILD = ("import subprocess, sys; "
@@ -19,7 +22,7 @@ IN_A_CHILD = ("import subprocess, sys; "
 
 def run(code: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "tests.sanitized", "--", sys.executable, "-c",
-                           code], capture_output=True, text=True, timeout=60)
+                           code], capture_output=True, text=True, timeout=60, cwd=ROOT)
 
 
 def test_a_clean_command_passes_with_its_own_status():
