@@ -10,10 +10,26 @@ cannot start: a missing install is a failure, never a skip.
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from tests.cluster.harness import Cluster
 from tests.support import ServerProcess
+
+
+@pytest.fixture(autouse=True)
+def _working_directory_kept():
+    """A test that leaves the process in another directory (Config's `dir`
+    chdirs, as Disque's does) breaks every later one that starts a Python
+    from the checkout (Spark's workers, `-m tests...`): it fails, here."""
+    before = os.getcwd()
+    yield
+    after = os.getcwd()
+    if after != before:
+        os.chdir(before)
+        pytest.fail(f"the test left the working directory in {after}: "
+                    f"use monkeypatch.chdir before a config with `dir`")
 
 
 @pytest.fixture(scope="module")

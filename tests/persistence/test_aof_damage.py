@@ -186,7 +186,8 @@ def test_a_node_refusing_its_aof_never_answers_pong(stopped):
     assert b"+PONG\r" not in answers, answers
 
 
-def test_a_refused_start_leaves_the_node_loading_with_its_listeners_closed(tmp_path):
+def test_a_refused_start_leaves_the_node_loading_with_its_listeners_closed(tmp_path,
+                                                                           monkeypatch):
     """The same rule in-process, where the moment is not a race: once the
     load failed, PING still goes to the dispatcher (-LOADING), not to the
     fast path, and no new client can connect."""
@@ -196,6 +197,7 @@ def test_a_refused_start_leaves_the_node_loading_with_its_listeners_closed(tmp_p
     from disque_py.config import Config
     from disque_py.server.runtime import Runtime
 
+    monkeypatch.chdir(tmp_path)     # --dir makes it the working directory: put it back after
     (tmp_path / "disque.aof").write_bytes(b"*1\r\n$7\r\nnot-aof\r\n")
     config = Config.load(None, ["--port", str(free_port()), "--bind", HOST, "--dir", str(tmp_path),
                                 "--appendonly", "yes"])
