@@ -36,7 +36,7 @@ from __future__ import annotations
 import zlib
 from typing import Iterator, NamedTuple
 
-from disque_py.engine import serialize_record
+from disque_py.engine import is_valid_id, serialize_record
 from disque_py.persistence import disque_aof
 
 HEADER_COMMAND = b"DQPAOF"
@@ -136,6 +136,8 @@ def _record_problem(argv: list[bytes]) -> str:
         return "%s record with %d fields" % (name.decode(), len(argv))
     if name == DEDUP and not argv[4].isdigit():
         return "DEDUP record with a bad time"
+    if name in (DEDUP, UNDEDUP) and not is_valid_id(argv[3]):
+        return "%s record with a bad job ID" % name.decode()
     return ""
 
 

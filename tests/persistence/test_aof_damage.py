@@ -12,6 +12,7 @@ import socket
 
 import pytest
 
+from disque_py.persistence import aof_format
 from tests.persistence.helpers import (ALWAYS, add_jobs, aof_path, check_aof, data_end,
                                        info, job_id_of, loadjob_records, parse_records,
                                        refused_start, show_all)
@@ -232,3 +233,15 @@ def test_a_flipped_record_name_is_damage_check_aof_finds_and_fix_cuts(stopped, r
     damaged[data.index(record, target.offset)] ^= flip
     kept = sum(1 for r in records[1:] if r.argv[0] == b"LOADJOB" and r.end <= target.offset)
     _refused_then_fixed(server, ids, bytes(damaged), target.offset, kept=kept)
+
+
+def test_a_dedup_record_naming_no_job_id_is_damage_check_aof_finds_and_fix_cuts(stopped):
+    """Found by the AOF fuzz target: the reader passed a DEDUP record whose
+    job ID was not one, and the loader's restore raised a ValueError the
+    start did not expect (a traceback, not the refusal naming the file and
+    offset; check-aof called the file valid)."""
+    server, ids, data = stopped
+    last = loadjob_records(data)[-1]
+    bad = aof_format.dedup_record(b"q", b"key", b"D-not-a-job-id", 2**62)
+    damaged = data[:last.offset] + bad + data[last.offset:]
+    _refused_then_fixed(server, ids, damaged, last.offset, kept=JOBS - 1)
