@@ -134,10 +134,10 @@ def _record_problem(argv: list[bytes]) -> str:
         return "unknown record %r" % name.decode("latin-1")
     if len(argv) != arity and not (name == b"DELJOB" and len(argv) > 1):
         return "%s record with %d fields" % (name.decode(), len(argv))
-    if name == DEDUP and not argv[4].isdigit():
-        return "DEDUP record with a bad time"
     if name in (DEDUP, UNDEDUP) and not is_valid_id(argv[3]):
         return "%s record with a bad job ID" % name.decode()
+    if name == DEDUP and not argv[4].isdigit():
+        return "DEDUP record with a bad time"
     return ""
 
 

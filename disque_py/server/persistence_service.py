@@ -169,7 +169,7 @@ class PersistenceService:
                 end = record.end
                 if record.argv[0] == aof_format.HEADER_COMMAND:
                     continue
-                if record.argv[0] in _DEDUP_RECORDS:
+                if record.argv[0].upper() in _DEDUP_RECORDS:   # as the reader checked it
                     self._load_dedup(record)
                     continue
                 reply = dispatch(self.server, session, record.argv)
@@ -195,16 +195,11 @@ class PersistenceService:
             raise LoadStopped()
 
     def _load_dedup(self, record: aof_format.AofRecord) -> None:
-        """DEDUP queue key job-id until-ms, UNDEDUP queue key job-id."""
+        """DEDUP queue key job-id until-ms, UNDEDUP queue key job-id: the
+        reader (aof_format.records) refused any with a bad field."""
         argv = record.argv
-        forget = argv[0] == aof_format.UNDEDUP
-        try:
-            if len(argv) != (4 if forget else 5):
-                raise ValueError("wrong number of fields")
-            until_ms = 0 if forget else int(argv[4])
-        except ValueError as error:
-            raise StartupError(f"Bad {argv[0].decode()} record in the AOF {self.path} at "
-                               f"byte offset {record.offset}: {error}") from None
+        forget = argv[0].upper() == aof_format.UNDEDUP
+        until_ms = 0 if forget else int(argv[4])
         self.node.restore_dedup(argv[1], argv[2], argv[3], until_ms, forget)
 
     def _damaged(self, damage: aof_format.AofDamage) -> None:

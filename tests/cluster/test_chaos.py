@@ -16,6 +16,7 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
+from typing import Callable
 
 import pytest
 
@@ -69,10 +70,12 @@ def test_short_run_with_kills_and_pauses_loses_nothing(tmp_path):
     assert not list(tmp_path.glob("chaos-*")), "a passing run without --keep removes its nodes"
 
 
-@pytest.mark.slow
-@pytest.mark.timeout(120)
-def test_sigterm_mid_run_stops_every_node(tmp_path):
-    checker = subprocess.Popen(chaos_command(tmp_path, "--duration", "300"),
+def sigterm_mid_run(tmp_path: Path, *extra: str,
+                    while_running: Callable[[str], None] = lambda output: None) -> str:
+    """Start a long run, SIGTERM it once its cluster formed (after
+    `while_running` looked at its output so far); check it exits non-zero
+    and leaves no node running. Returns everything it printed."""
+    checker = subprocess.Popen(chaos_command(tmp_path, *extra, "--duration", "300"),
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     lines: list[str] = []
     reader = threading.Thread(target=lambda: lines.extend(checker.stdout), daemon=True)
@@ -80,7 +83,7 @@ def test_sigterm_mid_run_stops_every_node(tmp_path):
     try:
         wait_for(lambda: any("cluster formed" in line for line in lines), timeout=60,
                  interval=0.1, message="the chaos cluster to form")
-        assert len(processes_using(tmp_path)) == 3
+        while_running("".join(lines))
         checker.send_signal(signal.SIGTERM)
         assert checker.wait(timeout=90) != 0
     finally:
@@ -88,5 +91,16 @@ def test_sigterm_mid_run_stops_every_node(tmp_path):
             checker.kill()
             checker.wait()
     reader.join(timeout=5)
-    assert processes_using(tmp_path) == [], "".join(lines)
-    assert any("kept in" in line for line in lines), "".join(lines)
+    output = "".join(lines)
+    assert processes_using(tmp_path) == [], output
+    return output
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_sigterm_mid_run_stops_every_node(tmp_path):
+    def three_nodes_run(output: str) -> None:
+        assert len(processes_using(tmp_path)) == 3, output
+
+    output = sigterm_mid_run(tmp_path, while_running=three_nodes_run)
+    assert "kept in" in output, output

@@ -16,15 +16,13 @@ import json
 import os
 import re
 import shutil
-import signal
 import subprocess
-import threading
 from pathlib import Path
 
 import pytest
 
-from tests.cluster.test_chaos import RUN_TIMEOUT_S, chaos_command, processes_using
-from tests.support import wait_for
+from tests.cluster.test_chaos import (RUN_TIMEOUT_S, chaos_command, processes_using,
+                                      sigterm_mid_run)
 
 NETWORK_LINE = re.compile(r"network: namespaces dqc-(\w+)-0\.\.")
 
@@ -84,25 +82,10 @@ def test_partitions_and_slow_links_lose_nothing_and_leave_nothing(tmp_path):
 @pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_sigterm_mid_run_removes_the_network(tmp_path):
-    checker = subprocess.Popen(chaos_command(tmp_path, "--faults", "partition,netem",
-                                             "--duration", "300"),
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    lines: list[str] = []
-    reader = threading.Thread(target=lambda: lines.extend(checker.stdout), daemon=True)
-    reader.start()
-    try:
-        wait_for(lambda: any("cluster formed" in line for line in lines), timeout=60,
-                 interval=0.1, message="the chaos cluster to form")
-        tag = run_tag("".join(lines))
-        made = network_of(tag)
+    def network_made(output: str) -> None:
+        made = network_of(run_tag(output))
         assert sum(item.startswith("netns") for item in made) == 3, made
         assert sum(item.startswith("relay") for item in made) == 3, made
-        checker.send_signal(signal.SIGTERM)
-        assert checker.wait(timeout=90) != 0
-    finally:
-        if checker.poll() is None:
-            checker.kill()
-            checker.wait()
-    reader.join(timeout=5)
-    assert processes_using(tmp_path) == [], "".join(lines)
-    assert network_of(tag) == [], "".join(lines)
+
+    output = sigterm_mid_run(tmp_path, "--faults", "partition,netem", while_running=network_made)
+    assert network_of(run_tag(output)) == [], output

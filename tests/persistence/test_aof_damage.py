@@ -12,10 +12,9 @@ import socket
 
 import pytest
 
-from disque_py.persistence import aof_format
 from tests.persistence.helpers import (ALWAYS, add_jobs, aof_path, check_aof, data_end,
                                        info, job_id_of, loadjob_records, parse_records,
-                                       refused_start, show_all)
+                                       refused_start, show_all, wait_rewrite_done)
 from tests.support import HOST, free_port
 
 JOBS = 10
@@ -235,13 +234,26 @@ def test_a_flipped_record_name_is_damage_check_aof_finds_and_fix_cuts(stopped, r
     _refused_then_fixed(server, ids, bytes(damaged), target.offset, kept=kept)
 
 
-def test_a_dedup_record_naming_no_job_id_is_damage_check_aof_finds_and_fix_cuts(stopped):
-    """Found by the AOF fuzz target: the reader passed a DEDUP record whose
-    job ID was not one, and the loader's restore raised a ValueError the
-    start did not expect (a traceback, not the refusal naming the file and
-    offset; check-aof called the file valid)."""
-    server, ids, data = stopped
-    last = loadjob_records(data)[-1]
-    bad = aof_format.dedup_record(b"q", b"key", b"D-not-a-job-id", 2**62)
-    damaged = data[:last.offset] + bad + data[last.offset:]
-    _refused_then_fixed(server, ids, damaged, last.offset, kept=JOBS - 1)
+def test_a_flipped_digit_in_a_dedup_time_is_damage_check_aof_finds_and_fix_cuts(stopped):
+    """The other half of the reader's record check (d730e6f): a DEDUP record
+    whose time is no longer a number ('1' -> 'q', one bit) is well framed
+    and well named; the loader refused it (its time does not parse), and
+    check-aof must find it there and --fix cut it, not call the file valid."""
+    server, ids, _ = stopped
+    server.start()
+    # A key that outlives its job: the AOF rewrite keeps it in a DEDUP record.
+    [deduped] = add_jobs(server, 1, "q", "DEDUP", "order-17", "WINDOW", 3600)
+    assert server.client().execute_command("ACKJOB", deduped) == 1
+    server.client().execute_command("BGREWRITEAOF")
+    wait_rewrite_done(server)
+    add_jobs(server, 1, "q")                      # the DEDUP is not the last record
+    assert server.stop() == 0
+    data = aof_path(server).read_bytes()
+    records = parse_records(data)
+    target = next(r for r in records[1:] if r.argv[0] == b"DEDUP")
+    assert len(target.argv) == 5 and target.argv[4].isdigit(), target.argv
+    damaged = bytearray(data)
+    damaged[target.arg_offsets[4]] ^= 0x40        # a digit -> a letter
+    assert not bytes(damaged[target.arg_offsets[4]:][:1]).isdigit()
+    kept = sum(1 for r in records[1:] if r.argv[0] == b"LOADJOB" and r.end <= target.offset)
+    _refused_then_fixed(server, ids, bytes(damaged), target.offset, kept=kept)
