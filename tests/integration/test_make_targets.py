@@ -32,7 +32,7 @@ APT_INSTALL = "install -y -qq --no-install-recommends --no-upgrade"
 
 # What `make test` needs on a fresh machine: each command and its package.
 TEST_PACKAGES = {"redis-cli": "redis-tools", "nc": "netcat-openbsd", "openssl": "openssl",
-                 "ip": "iproute2", "java": "openjdk-17-jre-headless", "node": "nodejs",
+                 "ip": "iproute2", "nft": "nftables", "java": "openjdk-17-jre-headless", "node": "nodejs",
                  "npm": "npm", "chromium": "chromium", "chromedriver": "chromium-driver"}
 
 
