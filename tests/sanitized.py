@@ -20,6 +20,9 @@ The rules it keeps:
     build does not recover).
   * Leaks are not looked for: CPython keeps memory to the end by design,
     so LeakSanitizer would only report the interpreter's.
+  * The runtime reaches the Debian tools the tests start too (ip, nft, ...)
+    and reports their bugs: each known one is suppressed by name in
+    tests/asan.supp, where none names code of ours.
 """
 
 from __future__ import annotations
@@ -38,7 +41,9 @@ ASAN_RUNTIME = "libclang_rt.asan-x86_64.so"
 FUZZER_RUNTIME = "asan_with_fuzzer.so"          # beside atheris's package
 # allocator_may_return_null: a failed allocation is NULL (MemoryError), as
 # with the C library's malloc, not a report.
-ASAN_OPTIONS = ("detect_leaks=0", "halt_on_error=1", "allocator_may_return_null=1")
+SUPPRESSIONS = Path(__file__).resolve().parent / "asan.supp"
+ASAN_OPTIONS = ("detect_leaks=0", "halt_on_error=1", "allocator_may_return_null=1",
+                f"suppressions={SUPPRESSIONS}")
 UBSAN_OPTIONS = ("halt_on_error=1", "print_stacktrace=1")
 REPORT_LINES_SHOWN = 60
 

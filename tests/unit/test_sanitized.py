@@ -51,3 +51,12 @@ def test_the_environment_preloads_the_runtime_and_keeps_the_callers_options(tmp_
     assert env["ASAN_OPTIONS"].index("detect_leaks=0") < env["ASAN_OPTIONS"].index("verbosity=1")
     assert env["ASAN_OPTIONS"].endswith(f":log_path={tmp_path / 'asan'}")
     assert env["UBSAN_OPTIONS"].endswith(f":log_path={tmp_path / 'ubsan'}")
+
+
+def test_a_known_bug_of_a_debian_tool_the_tests_start_is_no_report():
+    # make test-asan failed on it: the chaos checker's network faults run
+    # `ip route show`, and the preloaded runtime stopped ip on iproute2's
+    # own strncpy onto itself (tests/asan.supp names it).
+    done = run("import subprocess; subprocess.run(['ip', '-4', 'route', 'show', 'table', 'all'], "
+               "check=True, stdout=subprocess.DEVNULL)")
+    assert done.returncode == 0, done.stderr[-2000:]
