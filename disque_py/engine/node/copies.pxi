@@ -85,6 +85,12 @@ cdef int copies_on_repljob(NodeCore node, bytes sender, int mflags, list jobs) e
         job = node.jobs.find(wire.id)
         if job is not None:
             copies_learn_holders(node, job, wire.nodes, wire.node_count)
+            if dedup.key != NULL and job.state != ACKED and \
+                    (job.dedup_ == NULL or not job.dedup_.live):
+                # A copy knows its key: this one may have forgotten it (its
+                # first ADDJOB failed) before the job came back to life.
+                if dedup_remember_copy(node, job, &dedup, now):
+                    dedup_log(node, job)
             if mflags & MSG_PROMISED:
                 dedup_promise(node, job)
             if mflags & MSG_REVISED:
