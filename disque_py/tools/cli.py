@@ -109,10 +109,10 @@ def server(config_file, port, bind, directory, http_port, http_bind) -> None:
               help="The backlog workload's size: jobs added before the faults to a queue no "
                    "consumer reads until the drain (what re-replication protects); alone, "
                    "it picks that workload.")
-@click.option("--rereplicate/--no-rereplicate", default=True, show_default=True,
+@click.option("--rereplicate/--no-rereplicate", default=None,
               help="The nodes' rereplicate directive: copy jobs again when holders are lost. "
                    "With it, a lost job is excused only if REPLICATE nodes were killed at once "
-                   "(without an AOF).")
+                   "(without an AOF) [default: on; Disque C has none].")
 @click.option("--faults", "fault_names", default="kill,pause", show_default=True,
               metavar="KIND[,KIND...]",
               help="The kinds of fault, comma separated: kill (-9, then a restart), "
@@ -125,6 +125,12 @@ def server(config_file, port, bind, directory, http_port, http_bind) -> None:
 @click.option("--netns/--no-netns", default=None,
               help="Run the nodes in network namespaces the run makes (needs root, ip and "
                    "nft) [default: when partition or netem is asked for; else loopback].")
+@click.option("--disque-c", "disque_c", type=click.Path(dir_okay=False), default=None,
+              metavar="BINARY",
+              help="Run the nodes with Disque C's disque-server BINARY instead of ours, for "
+                   "comparison: refused for workloads and faults that need disque-py's "
+                   "extensions (dedup, maxdeliveries, waitjob, qrequeue; powerloss, corrupt, "
+                   "membership), which the message names.")
 @click.option("--json", "json_path", is_flag=False, flag_value="", metavar="[FILE]",
               type=click.Path(dir_okay=False),
               help="Also write the report as JSON: to FILE, or without FILE to "
@@ -142,6 +148,7 @@ def chaos(json_path, fault_names, **options) -> None:
     acknowledged job, an unexpected delivery, a broken promise or a server
     crash, with the command that replays the run; every node, namespace and
     rule made is removed, even on Ctrl-C."""
+    from disque_py.tools.chaos import disque_c
     from disque_py.tools.chaos.run import ChaosOptions, fault_kinds, run, workload_name
     try:
         options["faults"] = fault_kinds(fault_names)
@@ -152,6 +159,10 @@ def chaos(json_path, fault_names, **options) -> None:
         options["workload"] = workload_name(options["workload"], options["backlog"])
     except ValueError as error:
         raise click.BadParameter(str(error), param_hint="'--workload'") from None
+    try:
+        disque_c.check(ChaosOptions(**options))
+    except ValueError as error:
+        raise click.BadParameter(str(error), param_hint="'--disque-c'") from None
     try:
         report = run(ChaosOptions(**options), click.echo)
     except RuntimeError as error:
