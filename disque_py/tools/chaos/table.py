@@ -21,6 +21,14 @@ COLUMNS = ("fault set", "workload", "server", "nodes", "seeds", "acknowledged",
            "lost (unexcused / excused)", "unexpected", "duplicate rate",
            "longest delay after heal", "crashes", "workload findings", "result")
 MATRIX_FILE = "matrix.md"
+# The counts a workload's cell shows (summed over seeds) beside its rates;
+# every figure is in the details below the table.
+HEADLINE_COUNTS = {"maxdeliveries": ("dead_lettered", "dead_on_two_nodes_at_once"),
+                   "qrequeue": ("poison_jobs", "came_back"),
+                   "waitjob": ("waitjob_answers", "waitjob_acked")}
+# The clock's measures (how early or late a node queued a DELAYed job), the
+# worst of any seed.
+HEADLINE_MEASURES = ("clock_probe_most_early_s", "clock_probe_most_late_s")
 
 
 class TableRow(Protocol):
@@ -86,6 +94,13 @@ class RowResult:
         for key in rates:
             values = "/".join(f"{r['findings']['figures'].get(key, 0):.2%}" for r in self.reports)
             parts.append(f"{key.replace('_', ' ')} {values}")
+        for key in HEADLINE_COUNTS.get(self.row.workload, ()):
+            total = sum(r["findings"]["figures"].get(key, 0) for r in self.reports)
+            parts.append(f"{key.replace('_', ' ')} {total}")
+        for key in HEADLINE_MEASURES:
+            worst = [r["measures"][key] for r in self.reports if key in r["measures"]]
+            if worst:
+                parts.append(f"{key.replace('_', ' ')} {max(worst):g}")
         broken = sum(len(r["findings"]["failures"]) for r in self.reports)
         excused = sum(len(r["findings"]["excused"]) for r in self.reports)
         if broken or excused or parts:
@@ -102,7 +117,7 @@ class RowResult:
 
     def cells(self) -> list[str]:
         row = self.row
-        options = f" ({' '.join(row.options)})" if row.options else ""
+        options = f" ({' '.join(row.options)})" if row.options and not row.label else ""
         if not self.outcomes:
             return [row.fault_set + options, row.workload, row.server, str(row.nodes),
                     *["-"] * (len(COLUMNS) - 5), self.result()]
