@@ -447,7 +447,9 @@ class Run:
         elsewhere = self._faults_text(record.acked_at, delivery.asked_at, others)
         down = ", ".join(f"node{n} ({why})" for n, why in
                          sorted(self.injector.down_at(record.acked_at).items())) or "none"
-        return (f"{delivery.job_id} added on node{record.node} {t(record.added_at)}, first "
+        added = (f"added on node{record.node} {t(record.added_at)}" if record.added_at is not None
+                 else f"ADDJOB sent to node{record.node} {t(record.sent_at)} without an answer")
+        return (f"{delivery.job_id} {added}, first "
                 f"delivered by node{first.node} {t(first.asked_at)}, ACKJOB answered by "
                 f"node{record.acked_on} {t(record.acked_at)}, delivered again by "
                 f"node{delivery.node} {t(delivery.asked_at)} "
