@@ -104,3 +104,4 @@ def test_disque_c_bug_reports_in_its_log_file_are_crashes(tmp_path):
     assert [c.where for c in crashes] == ["server.log:2", "server.log:6", "server.log:7",
                                           "server.log:8"]
     assert "Crashed running the instruction" in crashes[0].text
+

@@ -10,7 +10,6 @@ from click.testing import CliRunner
 
 from disque_py.tools.chaos import matrix
 from disque_py.tools.chaos.faults import KINDS
-from disque_py.tools.chaos.faults.clock import Clock
 from disque_py.tools.chaos.table import NOT_RUN, Outcome, RowResult, markdown
 from disque_py.tools.chaos.workloads import WORKLOADS
 from disque_py.tools.cli import main
@@ -100,8 +99,3 @@ def test_the_list_shows_every_row_and_the_command_refuses_unknown_rows():
     refused = CliRunner().invoke(main, ["chaos-matrix", "--rows", "nope"])
     assert refused.exit_code == 2 and "unknown row" in refused.output
 
-
-def test_the_clock_preload_leaves_the_environment_its_size(tmp_path):
-    """libfaketime adds FAKETIME_SHARED at load; Disque C's setproctitle
-    crashes when the environment grows before main, so it is there already."""
-    assert "FAKETIME_SHARED" in Clock.launch_env(tmp_path)

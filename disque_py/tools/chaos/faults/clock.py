@@ -142,6 +142,12 @@ class Clock(FaultKind):
         return {"LD_PRELOAD": faketime_library(),
                 "FAKETIME_TIMESTAMP_FILE": str(Path(directory) / OFFSET_FILE),
                 "FAKETIME_CACHE_DURATION": "1", "FAKETIME_DONT_FAKE_MONOTONIC": "1",
+                # Its "monotonic fix" rewrites the deadlines of timed waits on
+                # condition variables as if they were on the wall clock: Python's
+                # GIL waits on the monotonic clock, and ADDJOB under appendfsync
+                # always (the fsync thread and the loop trading the GIL) took
+                # 200 ms instead of 2. The monotonic clock is not faked here anyway.
+                "FAKETIME_FORCE_MONOTONIC_FIX": "0",
                 # libfaketime sets this at load (its shared memory's names); adding a
                 # new variable grows the environment before main, which Disque C's
                 # setproctitle cannot take (a segfault in spt_copyenv). Present
