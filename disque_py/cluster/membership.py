@@ -393,7 +393,12 @@ class Membership:
         for node in self.peers():
             if node.flags & (NOADDR | HANDSHAKE):
                 continue
-            waiting = node.ping_sent and node.pong_received < node.ping_sent
+            _restart_ages_from(node, now)
+            # A PING is in flight while ping_sent is set (a PONG clears it).
+            # Not `pong_received < ping_sent`: after the wall clock steps
+            # back, a fresh PING looks older than the last PONG, and a lost
+            # PONG then left the link unwatched for good (never PINGed again).
+            waiting = bool(node.ping_sent)
             if node.linked and waiting and now - node.link_since > timeout \
                     and now - node.ping_sent > timeout // 2:
                 # A silent link may be a broken one: reconnect it.
@@ -471,3 +476,17 @@ class Membership:
 
 
 SAVE_CONFIG = SaveConfig()
+
+
+def _restart_ages_from(node: ClusterNode, now: int) -> None:
+    """After the wall clock stepped back, a link's stamps lie in the future
+    and its timeouts would wait for the clock to catch up (up to the step):
+    their ages restart from now instead."""
+    if node.link_since > now:
+        node.link_since = now
+    if node.ping_sent > now:
+        node.ping_sent = now
+    if node.pong_received > now:
+        node.pong_received = now
+    if node.data_received > now:
+        node.data_received = now

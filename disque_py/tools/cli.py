@@ -13,6 +13,9 @@
       The real-process fault checker (disque_py/tools/chaos/); exit status 1 when
       an acknowledged job was lost, a workload's promise broken or a server
       crashed. --json without FILE writes under chaos-reports/, which git ignores.
+  disque-py chaos-matrix [--seconds S] [--seeds N] [--rows NAME,...] [--disque-c BINARY]
+      `make chaos`: every row of fault sets x workloads (chaos/matrix.py), each
+      seed a `chaos` run of its own, tabled in chaos-reports/matrix-TIME.md.
 
 A subcommand imports what it needs when it runs: `disque-py cluster` never
 imports the compiled engine, so a stale build cannot stop it.
@@ -109,10 +112,10 @@ def server(config_file, port, bind, directory, http_port, http_bind) -> None:
               help="The backlog workload's size: jobs added before the faults to a queue no "
                    "consumer reads until the drain (what re-replication protects); alone, "
                    "it picks that workload.")
-@click.option("--rereplicate/--no-rereplicate", default=True, show_default=True,
+@click.option("--rereplicate/--no-rereplicate", default=None,
               help="The nodes' rereplicate directive: copy jobs again when holders are lost. "
                    "With it, a lost job is excused only if REPLICATE nodes were killed at once "
-                   "(without an AOF).")
+                   "(without an AOF) [default: on; Disque C has none].")
 @click.option("--faults", "fault_names", default="kill,pause", show_default=True,
               metavar="KIND[,KIND...]",
               help="The kinds of fault, comma separated: kill (-9, then a restart), "
@@ -125,6 +128,12 @@ def server(config_file, port, bind, directory, http_port, http_bind) -> None:
 @click.option("--netns/--no-netns", default=None,
               help="Run the nodes in network namespaces the run makes (needs root, ip and "
                    "nft) [default: when partition or netem is asked for; else loopback].")
+@click.option("--disque-c", "disque_c", type=click.Path(dir_okay=False), default=None,
+              metavar="BINARY",
+              help="Run the nodes with Disque C's disque-server BINARY instead of ours, for "
+                   "comparison: refused for workloads and faults that need disque-py's "
+                   "extensions (dedup, maxdeliveries, waitjob, qrequeue; powerloss, corrupt, "
+                   "membership), which the message names.")
 @click.option("--json", "json_path", is_flag=False, flag_value="", metavar="[FILE]",
               type=click.Path(dir_okay=False),
               help="Also write the report as JSON: to FILE, or without FILE to "
@@ -142,6 +151,7 @@ def chaos(json_path, fault_names, **options) -> None:
     acknowledged job, an unexpected delivery, a broken promise or a server
     crash, with the command that replays the run; every node, namespace and
     rule made is removed, even on Ctrl-C."""
+    from disque_py.tools.chaos import disque_c
     from disque_py.tools.chaos.run import ChaosOptions, fault_kinds, run, workload_name
     try:
         options["faults"] = fault_kinds(fault_names)
@@ -152,6 +162,10 @@ def chaos(json_path, fault_names, **options) -> None:
         options["workload"] = workload_name(options["workload"], options["backlog"])
     except ValueError as error:
         raise click.BadParameter(str(error), param_hint="'--workload'") from None
+    try:
+        disque_c.check(ChaosOptions(**options))
+    except ValueError as error:
+        raise click.BadParameter(str(error), param_hint="'--disque-c'") from None
     try:
         report = run(ChaosOptions(**options), click.echo)
     except RuntimeError as error:
@@ -190,5 +204,44 @@ def replay_command(context: click.Context, seed: int) -> str:
     return shlex.join(words)
 
 
+@main.command("chaos-matrix")
+@click.option("--seconds", type=click.FloatRange(min=1), default=120.0, show_default=True,
+              help="Seconds of faults in each run.")
+@click.option("--seeds", type=click.IntRange(1), default=2, show_default=True,
+              help="Runs per row, seeded FIRST_SEED, FIRST_SEED + 1, ...")
+@click.option("--first-seed", type=int, default=1, show_default=True)
+@click.option("--rows", "row_names", default="", metavar="NAME[,NAME...]",
+              help="Only these rows (--list names them) [default: all].")
+@click.option("--disque-c", "disque_c", type=click.Path(exists=True, dir_okay=False),
+              default=None, metavar="BINARY",
+              help="Disque C's disque-server, for its comparison rows (without it they are "
+                   "listed as not run).")
+@click.option("--list", "list_rows", is_flag=True, help="List the rows and exit.")
+def chaos_matrix(seconds, seeds, first_seed, row_names, disque_c, list_rows) -> None:
+    """Run the chaos matrix: fault sets x workloads, seeds one after another.
+
+    Each seed of each row is one `disque-py chaos` run; the table (acknowledged,
+    lost, unexpected, duplicate rate, longest delay after the heal, crashes,
+    the workload's findings, PASS/FAIL) goes to chaos-reports/matrix-TIME.md,
+    with every run's output and JSON report in chaos-reports/matrix-TIME/.
+    Exit status 1 if any row fails."""
+    from disque_py.tools.chaos import matrix
+    try:
+        rows = matrix.pick_rows(row_names)
+    except ValueError as error:
+        raise click.BadParameter(str(error), param_hint="'--rows'") from None
+    if list_rows:
+        for row in rows:
+            click.echo(f"{row.name:20} {row.server:9} {row.nodes} nodes  --faults {row.faults} "
+                       f"--workload {row.workload} {' '.join(row.options)}".rstrip())
+        return
+    seed_list = list(range(first_seed, first_seed + seeds))
+    sys.exit(0 if matrix.run_matrix(rows, seed_list, seconds, disque_c, click.echo) else 1)
+
+
 main.add_command(cluster)
 main.add_command(check_aof)
+
+
+if __name__ == "__main__":      # how the chaos matrix starts each run
+    main()

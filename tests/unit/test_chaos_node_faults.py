@@ -24,6 +24,17 @@ def aof_bytes(records: int, reserved: int = 0) -> bytes:
 
 # ------------------------------------------------------------------ clock
 
+def test_the_clock_preload_leaves_timed_waits_and_the_environment_alone(tmp_path):
+    """libfaketime's monotonic fix ran the GIL's timed waits to their
+    deadline: under appendfsync always a node answered ADDJOB ~100 times
+    slower in the clock rows before any clock moved. And it adds
+    FAKETIME_SHARED at load: an environment grown before main crashes Disque
+    C's setproctitle, so the variable is there already."""
+    env = clock.Clock.launch_env(tmp_path)
+    assert env["FAKETIME_FORCE_MONOTONIC_FIX"] == "0" and env["FAKETIME_DONT_FAKE_MONOTONIC"] == "1"
+    assert "FAKETIME_SHARED" in env
+
+
 def test_offsets_are_written_as_libfaketime_reads_them(tmp_path):
     assert clock.offset_spec(12.5) == "+12.500\n"
     assert clock.offset_spec(-3.25) == "-3.250\n"

@@ -13,7 +13,7 @@ import pytest
 
 from disque_py.tools.chaos.faults import Event, FaultInjector, FaultPlan
 from disque_py.tools.chaos.ledger import Delivery, Ledger
-from disque_py.tools.chaos.nodes import Node, native_crashes_in
+from disque_py.tools.chaos.nodes import NATIVE_CRASH_MARKS, Node, native_crashes_in
 from disque_py.tools.chaos.report import Report, verdict_counts
 from disque_py.tools.chaos.run import workload_name
 from disque_py.tools.chaos.workloads import CheckContext, Findings
@@ -279,7 +279,7 @@ def test_sanitizer_reports_segfaults_and_core_dumps_are_crashes(tmp_path):
                    "engine.c:42:7: runtime error: signed integer overflow\n"
                    "Fatal Python error: Segmentation fault\n"
                    "==12==ERROR: LeakSanitizer: detected memory leaks\n")
-    crashes = native_crashes_in("node1", log)
+    crashes = native_crashes_in("node1", log, NATIVE_CRASH_MARKS)
     assert [c.where for c in crashes] == ["stderr.log:2", "stderr.log:4", "stderr.log:5",
                                           "stderr.log:6"]
     assert crashes[0].summary.startswith("==12==ERROR: AddressSanitizer: heap-use-after-free")

@@ -567,6 +567,34 @@ def test_a_silent_link_is_reconnected(net):
     assert connects, "a never reconnected its silent link to b"
 
 
+class SteppedClock(FakeClock):
+    """One node's wall clock: the shared clock, stepped by `offset_ms`."""
+
+    __slots__ = ("base", "offset_ms")
+
+    def __init__(self, base: FakeClock, offset_ms: int) -> None:
+        super().__init__()
+        self.base, self.offset_ms = base, offset_ms
+
+    def now_ms(self) -> int:
+        return self.base.now_ms() + self.offset_ms
+
+
+def test_a_ping_lost_after_the_clock_stepped_back_is_sent_again(net, clock):
+    """A wall clock stepped back (the chaos clock fault; NTP) makes a fresh
+    PING look older than the last PONG. A link waiting on such a PING whose
+    PONG was lost counted as not waiting: no PING was sent again, the link
+    was never reconnected, and a peer flagged FAIL stayed FAIL while
+    connected (the chaos matrix's all-kinds rows: `fail connected` a minute
+    after the heal, on a node whose clock had jumped back)."""
+    a, b, c = mesh(net, 3)
+    a.membership.clock = SteppedClock(clock, -60_000)
+    node = a.node(c.id)
+    node.ping_sent = a.membership.clock.now_ms()      # a PING whose PONG was lost
+    node.flags |= FAIL                                # as the others reported it
+    net.run_until(lambda: not a.flags_of(c) & (PFAIL | FAIL), max_ms=4 * TIMEOUT)
+
+
 # ------------------------------------------------------------------ LEAVING
 
 def test_leaving_spreads_through_message_headers(net):

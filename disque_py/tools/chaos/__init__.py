@@ -21,6 +21,8 @@ and reported.
   relay.py     the delaying TCP relay behind netem's slow links
   report.py    the report and the exit status
   run.py       the phases of a run; run(ChaosOptions) -> Report
+  disque_c.py  what a run on Disque C's server (--disque-c) may ask for
+  matrix.py    `make chaos`: the rows of fault sets x workloads, run and tabled
 
 The click command lives in disque_py/tools/cli.py and imports run.py on use, so
 that `disque-server`, which loads the CLI module, does not load redis-py.

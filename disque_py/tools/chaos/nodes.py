@@ -1,7 +1,8 @@
 """The chaos run's disque-server processes: start, kill -9, pause, restart, stop.
 
 Owns every process the checker starts, and nothing else. Each node is one
-`python -m disque_py` bound to its host only (127.0.0.1, or its address in
+`python -m disque_py` (or, for comparison rows, Disque C's disque-server:
+Launch.server; both take the same --port, --bind, --dir and --logfile) bound to its host only (127.0.0.1, or its address in
 a network namespace the run made), in its own directory (nodes.conf, the
 AOF, server.log, stderr.log), on a client port whose bus port (+10000) was
 free too when chosen; a restart reuses the same port and directory, so the
@@ -11,7 +12,10 @@ to the PIDs recorded here, never to a name; nodes run in their own session,
 so a Ctrl-C in the terminal reaches only the checker, which then stops them
 itself; stop() works from any state (paused, killed, half started). A
 node's crashes are what its logs and directory show: Python tracebacks,
-sanitizer reports, segmentation faults, core dumps, and exits nobody asked for.
+sanitizer reports, segmentation faults, core dumps, and exits nobody asked for;
+for Disque C, the bug report, assertion or crash-by-signal its server.log
+shows (it catches SIGSEGV itself, logs its stack, then dies of the signal:
+an exit nobody asked for too).
 """
 
 from __future__ import annotations
@@ -40,6 +44,10 @@ CONTEXT_LINES = 3
 # segmentation fault under faulthandler) and the C runtime's last words.
 NATIVE_CRASH_MARKS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:",
                       "Segmentation fault", "core dumped", "Fatal Python error")
+# What Disque C writes to its log file (server.log) when it crashes: its
+# segmentation fault handler's bug report, a failed assertion, a panic.
+DISQUE_C_CRASH_MARKS = ("DISQUE BUG REPORT START", "crashed by signal", "ASSERTION FAILED",
+                        "Guru Meditation")
 NATIVE_REPORT_LINES = 20
 CORE_FILES = ("core", "core.*")
 
@@ -49,11 +57,13 @@ UP, KILLED, PAUSED, EXITED = "up", "killed", "paused", "exited"
 @dataclass
 class Launch:
     """How a node's command line runs: the address it binds, a prefix
-    (e.g. `ip netns exec NAME`) and extra environment variables."""
+    (e.g. `ip netns exec NAME`), extra environment variables, and the
+    server program (empty: ours, `python -m disque_py`)."""
 
     host: str = HOST
     prefix: tuple[str, ...] = ()
     env: dict[str, str] = field(default_factory=dict)
+    server: tuple[str, ...] = ()
 
 
 @dataclass
@@ -86,7 +96,8 @@ class Node:
         self.unexpected_exits: list[int] = []
 
     def command_line(self) -> list[str]:
-        return [*self.launch.prefix, sys.executable, "-m", "disque_py", "--port", str(self.port),
+        server = self.launch.server or (sys.executable, "-m", "disque_py")
+        return [*self.launch.prefix, *server, "--port", str(self.port),
                 "--bind", self.host, "--dir", str(self.dir),
                 "--logfile", str(self.dir / SERVER_LOG), *self.server_args]
 
@@ -177,7 +188,8 @@ class Node:
                  for code in self.unexpected_exits]
         for log_name in (SERVER_LOG, STDERR_LOG):
             found += tracebacks_in(self.name, self.dir / log_name)
-        found += native_crashes_in(self.name, self.dir / STDERR_LOG)
+        found += native_crashes_in(self.name, self.dir / STDERR_LOG, NATIVE_CRASH_MARKS)
+        found += native_crashes_in(self.name, self.dir / SERVER_LOG, DISQUE_C_CRASH_MARKS)
         found += [Crash(self.name, core.name, "a core dump") for pattern in CORE_FILES
                   for core in sorted(self.dir.glob(pattern)) if core.is_file()]
         return found
@@ -203,9 +215,10 @@ def tracebacks_in(node: str, path: Path) -> list[Crash]:
     return crashes
 
 
-def native_crashes_in(node: str, path: Path) -> list[Crash]:
-    """Every sanitizer report, segmentation fault or fatal error in a log,
-    each with the lines that follow it (the report's stack)."""
+def native_crashes_in(node: str, path: Path, marks: tuple[str, ...]) -> list[Crash]:
+    """Every line of a log with one of `marks` (a sanitizer report, a
+    segmentation fault, a fatal error), each with the lines that follow it
+    (the report's stack)."""
     try:
         lines = path.read_text(errors="replace").splitlines()
     except FileNotFoundError:
@@ -213,7 +226,7 @@ def native_crashes_in(node: str, path: Path) -> list[Crash]:
     return [Crash(node, f"{path.name}:{number + 1}", _shorten(line),
                   "\n".join(lines[number:number + NATIVE_REPORT_LINES]))
             for number, line in enumerate(lines)
-            if any(mark in line for mark in NATIVE_CRASH_MARKS)]
+            if any(mark in line for mark in marks)]
 
 
 def _shorten(line: str, limit: int = 200) -> str:

@@ -12,7 +12,8 @@ consuming while the nodes let go of what they still hold; question the
 nodes about any lost job; stop the nodes with SIGTERM; read their logs for
 tracebacks and sanitizer reports; build the report, with the workload's
 own findings. Nodes live in network namespaces of the run's own (netns.py)
-when a kind of fault needs them or --netns asks. Whatever happens (an
+when a kind of fault needs them or --netns asks; they run Disque C's
+server instead of ours with --disque-c (disque_c.py). Whatever happens (an
 error, Ctrl-C, SIGTERM) every node this run started is killed by PID, and
 every namespace, link, relay and rule it made is removed, before run()
 returns or raises.
@@ -31,6 +32,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable
 
+from disque_py.tools.chaos import disque_c
 from disque_py.tools.chaos.cluster import Fleet, node_dir
 from disque_py.tools.chaos.faults import DEFAULT_KINDS, KINDS, FaultInjector, FaultPlan
 from disque_py.tools.chaos.faults.base import CLUSTER, Event
@@ -81,10 +83,11 @@ class ChaosOptions:
     drain_timeout: float = 180.0
     settle_timeout: float = 30.0
     backlog: int = 0                   # the backlog workload's size (0: its default)
-    rereplicate: bool = True           # the nodes' `rereplicate` directive
+    rereplicate: bool | None = None    # the nodes' `rereplicate` (None: yes; Disque C has none)
     faults: tuple[str, ...] = DEFAULT_KINDS   # the kinds of fault (faults/)
     workload: str = DEFAULT_WORKLOAD   # the load and its own promises (workloads/)
     netns: bool | None = None          # nodes in network namespaces (None: if a fault needs it)
+    disque_c: str | None = None        # Disque C's disque-server to run instead of ours
 
     def fault_kinds(self) -> tuple[str, ...]:
         """The kinds asked for, and AOF rewrites when the AOF is on (so
@@ -101,7 +104,8 @@ class ChaosOptions:
         return bool(needed) if self.netns is None else self.netns
 
     def settings(self) -> dict:
-        return {"nodes": self.nodes, "duration": f"{self.duration:g}s",
+        return {"server": disque_c.server_name(self),
+                "nodes": self.nodes, "duration": f"{self.duration:g}s",
                 "replicate": self.replicate, "max-down": self.max_down,
                 "appendonly": f"yes (fsync {self.appendfsync})" if self.appendonly else "no",
                 "rereplicate": "yes" if self.rereplicate else "no",
@@ -144,6 +148,9 @@ class Run:
             options.seed = random.SystemRandom().randrange(1 << 32)
         if options.max_down is None:
             options.max_down = max(options.replicate - 1, 0)
+        if options.rereplicate is None:
+            options.rereplicate = options.disque_c is None
+        disque_c.check(options)
         self.options = options
         self.echo = echo
         self.rng = random.Random(options.seed)
@@ -179,7 +186,8 @@ class Run:
         for name in self.options.fault_kinds():
             env.update(KINDS[name].launch_env(node_dir(self.base_dir, index)))
         launch = self.network.launch(index) if self.network else Launch()
-        return replace(launch, env=env)
+        server = (self.options.disque_c,) if self.options.disque_c else ()
+        return replace(launch, env=env, server=server)
 
     def _claim_network(self, count: int) -> NetworkLab | None:
         """The run's subnet and bridge, when its `count` nodes live in namespaces."""
@@ -196,8 +204,9 @@ class Run:
         return network
 
     def _server_args(self) -> list[str]:
-        args = ["--cluster-node-timeout", str(self.options.node_timeout_ms),
-                "--rereplicate", "yes" if self.options.rereplicate else "no"]
+        args = ["--cluster-node-timeout", str(self.options.node_timeout_ms)]
+        if self.options.disque_c is None:
+            args += ["--rereplicate", "yes" if self.options.rereplicate else "no"]
         if self.options.appendonly:
             args += ["--appendonly", "yes", "--appendfsync", self.options.appendfsync]
         return args
@@ -438,7 +447,9 @@ class Run:
         elsewhere = self._faults_text(record.acked_at, delivery.asked_at, others)
         down = ", ".join(f"node{n} ({why})" for n, why in
                          sorted(self.injector.down_at(record.acked_at).items())) or "none"
-        return (f"{delivery.job_id} added on node{record.node} {t(record.added_at)}, first "
+        added = (f"added on node{record.node} {t(record.added_at)}" if record.added_at is not None
+                 else f"ADDJOB sent to node{record.node} {t(record.sent_at)} without an answer")
+        return (f"{delivery.job_id} {added}, first "
                 f"delivered by node{first.node} {t(first.asked_at)}, ACKJOB answered by "
                 f"node{record.acked_on} {t(record.acked_at)}, delivered again by "
                 f"node{delivery.node} {t(delivery.asked_at)} "

@@ -16,7 +16,8 @@ run's max_down while their harm lasts; kinds that can make a node lose what
 it had not written (`loses_data`) are what a lost job may be excused by
 when the AOF is off. Kinds that work on packets (`needs_network`) make the
 run put its nodes in network namespaces; `needs_relays`, behind delaying
-relays too. Only the heal events of kinds that take down or lose data say
+relays too. A kind that needs a seam or a behaviour only disque-py
+has says which in `needs_disque_py` (Disque C's comparison runs refuse it). Only the heal events of kinds that take down or lose data say
 a node is back (a partition's heal brings no node back).
 """
 
@@ -84,6 +85,9 @@ class FaultKind:
     needs_network: ClassVar[bool] = False
     needs_relays: ClassVar[bool] = False
     weight: ClassVar[float] = 1.0
+    # What of disque-py's own this kind needs, so that Disque C cannot run
+    # it (disque_c.py says so): "" when Disque C's server can take it.
+    needs_disque_py: ClassVar[str] = ""
 
     def __init__(self, injector: Injector) -> None:
         self.injector = injector

@@ -47,6 +47,7 @@ FAKETIME_LIBRARIES = ("/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1",
                       "/usr/lib/aarch64-linux-gnu/faketime/libfaketimeMT.so.1",
                       "/usr/lib/faketime/libfaketimeMT.so.1")
 OFFSET_FILE = "faketime.rc"
+SHARED_VARIABLE, SHARED_PLACEHOLDER = "FAKETIME_SHARED", "none none"
 JUMP_S = (2.0, 120.0)
 HOLD_S = (5.0, 30.0)
 DRIFT_RATE = (0.01, 0.10)
@@ -140,7 +141,18 @@ class Clock(FaultKind):
         write_offset(directory, 0.0)
         return {"LD_PRELOAD": faketime_library(),
                 "FAKETIME_TIMESTAMP_FILE": str(Path(directory) / OFFSET_FILE),
-                "FAKETIME_CACHE_DURATION": "1", "FAKETIME_DONT_FAKE_MONOTONIC": "1"}
+                "FAKETIME_CACHE_DURATION": "1", "FAKETIME_DONT_FAKE_MONOTONIC": "1",
+                # Its "monotonic fix" rewrites the deadlines of timed waits on
+                # condition variables as if they were on the wall clock: Python's
+                # GIL waits on the monotonic clock, and ADDJOB under appendfsync
+                # always (the fsync thread and the loop trading the GIL) took
+                # 200 ms instead of 2. The monotonic clock is not faked here anyway.
+                "FAKETIME_FORCE_MONOTONIC_FIX": "0",
+                # libfaketime sets this at load (its shared memory's names); adding a
+                # new variable grows the environment before main, which Disque C's
+                # setproctitle cannot take (a segfault in spt_copyenv). Present
+                # already, it is overwritten in place; what it names is not used.
+                SHARED_VARIABLE: SHARED_PLACEHOLDER}
 
     def __init__(self, injector) -> None:
         super().__init__(injector)

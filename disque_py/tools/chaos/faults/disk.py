@@ -114,6 +114,8 @@ class _DiskFault(FaultKind):
 @register
 class PowerLoss(_DiskFault):
     name = "powerloss"
+    needs_disque_py = ("its cut reads the durable offset the node reports "
+                       "(DISQUE_PY_DURABLE_REPORT), a disque-py seam")
 
     @classmethod
     def launch_env(cls, directory: Path) -> dict[str, str]:
@@ -139,6 +141,8 @@ class PowerLoss(_DiskFault):
 @register
 class Corrupt(_DiskFault):
     name = "corrupt"
+    needs_disque_py = ("its runbook needs a node that names the damaged file when it refuses "
+                       "it (disque-py's nodes.conf checksum and AOF reader)")
 
     def inject(self, now: float) -> Harm | None:
         if any(harm.kind == self.name for harm in self.injector.harms):

@@ -87,6 +87,8 @@ class Forgetting:
 @register
 class Membership(FaultKind):
     name = "membership"
+    needs_disque_py = ("a forgotten holder's jobs are copied again by disque-py's "
+                       "rereplicate, which Disque C has not")
     heal_name = "removed"
 
     def inject(self, now: float) -> Harm | None:

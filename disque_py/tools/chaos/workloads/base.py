@@ -98,6 +98,9 @@ class Workload:
     name: ClassVar[str]
     summary: ClassVar[str] = ""       # one line for --help and the docs
     queues: ClassVar[tuple[str, ...]] = QUEUES
+    # The command option of disque-py's own this workload needs, so that
+    # Disque C cannot run it (disque_c.py): "" when Disque C can.
+    needs_disque_py: ClassVar[str] = ""
 
     def __init__(self, setup: Setup) -> None:
         self.setup = setup

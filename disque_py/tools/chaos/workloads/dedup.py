@@ -137,6 +137,7 @@ def _holds_key(show, key: str) -> bool:
 @register
 class Dedup(Workload):
     name = "dedup"
+    needs_disque_py = "ADDJOB ... DEDUP is a disque-py extension"
     summary = "ADDJOB ... DEDUP key: retries and duplicates must not make a second job where " \
               "a node knows the key"
 

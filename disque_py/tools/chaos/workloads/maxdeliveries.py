@@ -149,6 +149,7 @@ class DeadLetterWorkload(Workload):
 @register
 class MaxDeliveries(DeadLetterWorkload):
     name = "maxdeliveries"
+    needs_disque_py = "ADDJOB ... MAXDELIVERIES (dead letters) is a disque-py extension"
     summary = (f"ADDJOB ... MAXDELIVERIES {LIMIT}, half the deliveries NACKed: dead letters "
                f"never early, on one node, never lost")
 

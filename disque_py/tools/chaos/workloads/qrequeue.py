@@ -96,6 +96,7 @@ class PoisonConsumer(Consumer):
 @register
 class QRequeue(DeadLetterWorkload):
     name = "qrequeue"
+    needs_disque_py = "QREQUEUE and dead letters are disque-py extensions"
     summary = (f"ADDJOB ... MAXDELIVERIES {LIMIT}, poison jobs NACKed until dead, sent back "
                f"by QREQUEUE: nothing lost")
     limit = LIMIT

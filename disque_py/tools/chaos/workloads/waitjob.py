@@ -77,6 +77,7 @@ class WaitjobAsker(Worker):
 @register
 class Waitjob(Workload):
     name = "waitjob"
+    needs_disque_py = "WAITJOB is a disque-py extension"
     summary = "plain, plus WAITJOB on recent jobs: `acked` (any settled status) only for " \
               "jobs an ACKJOB was sent for"
 
