@@ -13,7 +13,8 @@ import pytest
 from disque_py.persistence import aof_format
 from disque_py.tools.chaos.faults import clock, damage, runbook
 from disque_py.tools.chaos.faults.base import Event
-from disque_py.tools.chaos.run import EVERYSEC_LOSS_WINDOW_S, ChaosOptions, Run
+from disque_py.tools.chaos.explain import EVERYSEC_LOSS_WINDOW_S, Explainer
+from disque_py.tools.chaos.run import ChaosOptions
 
 RECORD = aof_format.del_job_record(b"D-" + b"a" * 38)
 
@@ -207,13 +208,12 @@ def test_moving_a_file_away_keeps_it_for_the_post_mortem(tmp_path):
 
 # ------------------------------------------------------------------ excuses per policy
 
-def _run_with_power_cuts(tmp_path, policy: str, cut_at: list[tuple[float, int]]) -> Run:
-    options = ChaosOptions(directory=str(tmp_path), appendfsync=policy, replicate=2)
-    chaos = Run(options, echo=lambda line: None)
+def _explainer_with_power_cuts(policy: str, cut_at: list[tuple[float, int]]) -> Explainer:
+    options = ChaosOptions(appendfsync=policy, replicate=2)
     events = [Event(at, "powerloss", node) for at, node in cut_at]
-    chaos.injector = SimpleNamespace(
+    injector = SimpleNamespace(
         events_between=lambda start, end: [e for e in events if start <= e.at <= end])
-    return chaos
+    return Explainer(options, injector, fleet=None, started=0.0)
 
 
 @pytest.mark.parametrize("policy, cuts, excused", [
@@ -223,13 +223,8 @@ def _run_with_power_cuts(tmp_path, policy: str, cut_at: list[tuple[float, int]])
     ("everysec", [(100.5, 0), (100.9, 0)], False),     # one holder, twice
     ("no", [(100.5, 0), (150.0, 1)], True),            # only rewrites fsync
 ])
-def test_power_cuts_excuse_a_loss_only_where_the_policy_allows(tmp_path, policy, cuts,
-                                                               excused):
-    chaos = _run_with_power_cuts(tmp_path, policy, cuts)
-    try:
-        reason = chaos._power_cut_excuse(100.0)
-    finally:
-        chaos.cleanup(keep=False)
+def test_power_cuts_excuse_a_loss_only_where_the_policy_allows(policy, cuts, excused):
+    reason = _explainer_with_power_cuts(policy, cuts).power_cut_excuse(100.0)
     assert bool(reason) == excused, reason
     if excused:
         assert f"appendfsync {policy}" in reason

@@ -20,6 +20,7 @@ and reported.
   nft_rules.py the nftables rules of the network faults, as text
   relay.py     the delaying TCP relay behind netem's slow links
   report.py    the report and the exit status
+  explain.py   the words for a lost job, a delivery after an ack, and faults.txt
   run.py       the phases of a run; run(ChaosOptions) -> Report
   disque_c.py  what a run on Disque C's server (--disque-c) may ask for
   matrix.py    `make chaos`: the rows of fault sets x workloads, run and tabled

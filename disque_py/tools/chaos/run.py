@@ -27,19 +27,18 @@ import signal
 import tempfile
 import threading
 import time
-from collections import Counter
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable
 
 from disque_py.tools.chaos import disque_c
 from disque_py.tools.chaos.cluster import Fleet, node_dir
+from disque_py.tools.chaos.explain import Explainer
 from disque_py.tools.chaos.faults import DEFAULT_KINDS, KINDS, FaultInjector, FaultPlan
-from disque_py.tools.chaos.faults.base import CLUSTER, Event
 from disque_py.tools.chaos.ledger import Ledger
 from disque_py.tools.chaos.netns import NetworkLab
 from disque_py.tools.chaos.nodes import Crash, Launch
-from disque_py.tools.chaos.report import LostJob, Report, verdict_counts
+from disque_py.tools.chaos.report import Report, verdict_counts
 from disque_py.tools.chaos.workloads import (DEFAULT_WORKLOAD, WORKLOADS, CheckContext, Setup,
                                              Workload)
 from disque_py.tools.chaos.workloads.clients import CONSUMER, JobSpec
@@ -50,17 +49,11 @@ PROGRESS_EVERY_S = 30.0
 POLL_S = 0.5
 TTL_MARGIN_S = 3600
 THREAD_JOIN_TIMEOUT_S = 60.0
-FAULT_CONTEXT_S = 15.0       # faults shown before an ack or an add, to explain a finding
-FAULT_CONTEXT_EVENTS = 8
 # An ACKJOB answered by one node reaches the other holders a message later:
 # a delivery this soon after it raced the ack itself.
 AFTER_ACK_GRACE_S = 1.0
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 MEMBERSHIP_SPARES = 1        # spare slots a run with membership faults keeps
-# appendfsync everysec: a power cut loses what a node wrote since its last
-# fsync, a second apart, plus the time that fsync took (a slow one delays
-# the next): what a node wrote this long before its power went is at risk.
-EVERYSEC_LOSS_WINDOW_S = 2.0
 
 
 @dataclass
@@ -364,15 +357,16 @@ class Run:
                                       workload.drain_queues())
         findings = workload.check(self.ledger.records(),
                                   CheckContext(injector, self.options.appendonly, self.healed_at))
-        lost = [self._lost_job(record) for record in verdict.lost]
+        explain = Explainer(self.options, injector, self.fleet, self.started)
+        lost = [explain.lost_job(record) for record in verdict.lost]
         held = self.fleet.jobs_held()
         crashes = self._stop_nodes()
         faults = {kind: injector.count(kind) for kind in
                   (*self.options.fault_kinds(), "resume", "crash", "start-failed")}
         faults.update(injector.event_counts())
         faults["restarts"] = self.fleet.restarts()
-        faults.update(self._faults_by_detail(injector))
-        self._write_timeline(injector)
+        faults.update(explain.faults_by_detail())
+        (self.base_dir / "faults.txt").write_text(explain.timeline())
         counts = verdict_counts(verdict, self.ledger.add_errors())
         counts["unacked_at_end"] = self.ledger.unacked()
         counts["after_ack_within_grace"] = sum(
@@ -383,99 +377,9 @@ class Run:
             if injector.down_at(record.acks[delivery.job_id]))
         return Report(self.options.seed, {**self.options.settings(), **workload.settings()},
                       str(self.base_dir), dict(self.elapsed), counts,
-                      faults, lost, [self._after_ack_line(r, d) for r, d in verdict.after_ack],
+                      faults, lost, [explain.after_ack_line(r, d) for r, d in verdict.after_ack],
                       verdict.unexpected, crashes, self.problems, held, injector.measures(),
                       workload=workload.name, findings=findings, delays=verdict.delays)
-
-    @staticmethod
-    def _faults_by_detail(injector: FaultInjector) -> dict[str, int]:
-        """`partition:halves` -> 3: faults counted by the first word of their
-        detail (a partition's shape, a netem fault's effect)."""
-        counts = Counter(f"{e.kind}:{e.detail.split()[0]}" for e in injector.events
-                         if e.detail and e.kind in injector.plan.kinds)
-        return dict(sorted(counts.items()))
-
-    def _lost_job(self, record) -> LostJob:
-        excused = self._power_cut_excuse(record.added_at) or self._no_aof_excuse(record)
-        faults = self._faults_text(record.added_at - FAULT_CONTEXT_S, time.monotonic())
-        return LostJob(record.job_id, record.body, record.queue,
-                       record.added_at - self.started, excused,
-                       f"added on node{record.node}, delivered {len(record.deliveries)} "
-                       f"times, NACKed {record.nacks} times; nodes say: "
-                       f"{self.fleet.describe_job(record.job_id)}; faults: {faults}")
-
-    def _power_cut_excuse(self, added_at: float) -> str:
-        """appendfsync everysec promises a node's writes once a second: a job
-        every copy of which may have gone with power cuts inside that window
-        is excused; with appendfsync no (only rewrites fsync), any power cut
-        after it was added may have taken a copy. always excuses nothing."""
-        o = self.options
-        if not o.appendonly or o.appendfsync == "always":
-            return ""
-        window = EVERYSEC_LOSS_WINDOW_S
-        if o.appendfsync == "everysec":
-            end, when = added_at + window, f"within {window:g}s of its add"
-        else:
-            end, when = time.monotonic(), "after it was added"
-        cut = {e.node for e in self.injector.events_between(added_at - window, end)
-               if e.kind == "powerloss"}
-        if len(cut) < o.replicate:
-            return ""
-        return f"appendfsync {o.appendfsync}: {len(cut)} node(s) lost power {when}"
-
-    def _no_aof_excuse(self, record) -> str:
-        excused = ""
-        if self.options.rereplicate:
-            # Copies heal: only REPLICATE nodes down at once can take every copy.
-            at_once = self.injector.most_lost_at_once(record.added_at)
-            if not self.options.appendonly and at_once >= self.options.replicate:
-                excused = f"no AOF, {at_once} node(s) killed at once after it was added"
-        else:
-            killed = self.injector.losses_after(record.added_at)
-            if not self.options.appendonly and len(killed) >= self.options.replicate:
-                excused = f"no AOF, {len(killed)} node(s) killed after it was added"
-        return excused
-
-    def _after_ack_line(self, record, delivery) -> str:
-        """The facts needed to explain it: who added, delivered, acked, and which
-        faults hit those nodes between the add and the late delivery."""
-        t = self._at
-        first = record.deliveries[0]
-        involved = {record.node, first.node, record.acked_on, delivery.node}
-        faults = self._faults_text(record.sent_at, delivery.asked_at, involved)
-        others = set(range(self.options.nodes)) - involved
-        elsewhere = self._faults_text(record.acked_at, delivery.asked_at, others)
-        down = ", ".join(f"node{n} ({why})" for n, why in
-                         sorted(self.injector.down_at(record.acked_at).items())) or "none"
-        added = (f"added on node{record.node} {t(record.added_at)}" if record.added_at is not None
-                 else f"ADDJOB sent to node{record.node} {t(record.sent_at)} without an answer")
-        return (f"{delivery.job_id} {added}, first "
-                f"delivered by node{first.node} {t(first.asked_at)}, ACKJOB answered by "
-                f"node{record.acked_on} {t(record.acked_at)}, delivered again by "
-                f"node{delivery.node} {t(delivery.asked_at)} "
-                f"(+{delivery.asked_at - record.acked_at:.1f}s); down at the ack: {down}; "
-                f"faults on these nodes: {faults}; on others since the ack: {elsewhere}")
-
-    def _at(self, moment: float) -> str:
-        return f"@{moment - self.started:.1f}s"
-
-    def _faults_text(self, start: float, end: float, nodes: set[int] | None = None) -> str:
-        events = [e for e in self.injector.events_between(start, end)
-                  if nodes is None or e.node in nodes or e.node == CLUSTER]
-        text = ", ".join(f"{self._event_text(e)} {self._at(e.at)}"
-                         for e in events[:FAULT_CONTEXT_EVENTS])
-        more = len(events) - FAULT_CONTEXT_EVENTS
-        return (text or "none") + (f" and {more} more" if more > 0 else "")
-
-    @staticmethod
-    def _event_text(event: Event) -> str:
-        """`kill node2`, `partition halves [0,2]|[1,3,4] for 4.1s`."""
-        where = f" node{event.node}" if event.node != CLUSTER else ""
-        return f"{event.kind}{where}" + (f" {event.detail}" if event.detail else "")
-
-    def _write_timeline(self, injector: FaultInjector) -> None:
-        lines = [f"{self._at(e.at)} {self._event_text(e)}" for e in injector.events]
-        (self.base_dir / "faults.txt").write_text("\n".join(lines) + "\n")
 
     def _stop_nodes(self) -> list[Crash]:
         crashes = []
