@@ -116,6 +116,7 @@ build-deps:
 	@missing=""; \
 	command -v cc >/dev/null || missing="$$missing gcc"; \
 	[ -e /usr/include/stdio.h ] || missing="$$missing libc6-dev"; \
+	[ -e /usr/include/zlib.h ] || missing="$$missing zlib1g-dev"; \
 	$(PYTHON) -c "import venv, ensurepip" 2>/dev/null || missing="$$missing python3-venv"; \
 	$(HAS_PYTHON_H) || missing="$$missing python3-dev"; \
 	$(call apt_install,$$missing)

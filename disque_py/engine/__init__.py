@@ -35,7 +35,8 @@ def _check_build_matches_sources() -> None:
 _check_build_matches_sources()
 
 # The types and functions, by part: model/ (the job and what holds jobs),
-# node/ (one node's lifecycle and its hooks), net/ (the hot command loop).
+# node/ (one node's lifecycle and its hooks), net/ (the hot command loop),
+# aof/ (the AOF's records).
 from disque_py.engine._core import (  # noqa: E402
     AwakeSchedule, DedupTable, IdGenerator, Job, JobExtra, JobOptions, JobQueue, JobTable,
     Queue, is_valid_id, job_options, new_job, pack_job, serialize_job, siphash13_of, unpack_job,
@@ -61,6 +62,9 @@ from disque_py.engine._core import (  # noqa: E402  node/core.pxd
     QUEUE_MEMORY_OVERHEAD)
 from disque_py.engine._core import (  # noqa: E402  net/resp.pxd
     INLINE_MAX_SIZE, MULTIBULK_MAX_COUNT, BULK_MAX_LENGTH)
+from disque_py.engine._core import (  # noqa: E402  aof/records.pxd, log.pxd
+    AOF_VERSION, AOF_JOB, AOF_GONE, AOF_DEDUP, AOF_UNDEDUP, RECORD_OK, RECORD_TORN, RECORD_BAD,
+    AofLog, aof_record, aof_record_at)
 from disque_py.engine.records import (  # noqa: E402
     DEDUP_KEY_FIELD, DEDUP_QUEUE_FIELD, DEDUP_UNTIL_FIELD, JobRecord, deserialize_job,
     deserialize_jobs, serialize_record)

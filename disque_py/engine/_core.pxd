@@ -20,6 +20,9 @@ include "model/extra.pxd"
 # net/ (first part): the argument views the node's paths take
 include "net/resp.pxd"
 # node/: one node's jobs, their lifecycle, and the hooks into the node layer
+# aof/: the AOF's records and the records of this loop turn
+include "aof/records.pxd"
+include "aof/log.pxd"
 include "node/hooks.pxd"
 include "node/core.pxd"
 include "node/addjob.pxd"

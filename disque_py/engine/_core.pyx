@@ -27,6 +27,10 @@
 #   outbox.pxi       messages to peers, as effects
 #   copies.pxi       copies between nodes: REPLJOB, GOTJOB, adopting a copy
 #   dedup.pxi        ADDJOB ... DEDUP: what a key means, for the node
+# aof/     the append-only file's records
+#   records.pxi      the record format (version 2): one writer, one reader
+#   log.pxi          AofLog: the records of this loop turn, and the batches
+#                    replies wait for
 # net/     a client's bytes and the hot commands
 #   resp.pxi         the request parser and the reply buffer
 #   hot.pxi          the hot commands: parsed, run and answered in C
@@ -49,6 +53,7 @@
 #     these types); nothing here makes a reference cycle through a job.
 
 cimport cython
+from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE
 from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE
 
 include "model/job.pxi"
@@ -71,6 +76,8 @@ include "node/dead_letters.pxi"
 include "node/outbox.pxi"
 include "node/copies.pxi"
 include "node/dedup.pxi"
+include "aof/records.pxi"
+include "aof/log.pxi"
 include "net/resp.pxi"
 include "net/hot.pxi"
 include "net/server.pxi"

@@ -1,16 +1,20 @@
 """The append-only file, running: appends, fsync policy, rewrite, faults.
 
 Rules kept:
-  * Group commit. Records of one event-loop turn are written with one
-    write(2), and replies that depend on them wait (hold_reply) until that
-    write is done, so a crash of the process (kill -9) never loses what a
-    client was told, whatever the policy (as Redis writes its AOF buffer
-    before any reply). With appendfsync always they wait further, until an
-    fsync covering them returns; fsyncs run in a thread and one covers
-    every turn written before it started, so the number of fsyncs per
-    second stays bounded while throughput grows with the number of
-    clients. everysec fsyncs once a second (a power cut may lose that
-    second); no never does.
+  * Group commit. The node's paths note their records in the engine's
+    AofLog (engine/aof/log.pxi); at the end of each event-loop turn the
+    server takes them, encoded, and flush() writes them with one write(2)
+    before the turn's replies leave (ServerCore.flush_replies), so a crash
+    of the process (kill -9) never loses what a client was told, whatever
+    the policy (as Redis writes its AOF buffer in beforeSleep). Each write
+    is a batch; the log's released_gen says which batches replies may
+    wait no longer for: written ones, or with appendfsync always those an
+    fsync covers. fsyncs run in a thread and one covers every batch
+    written before it started, so the number of fsyncs per second stays
+    bounded while throughput grows with the number of clients. everysec
+    fsyncs once a second (a power cut may lose that second); no never
+    does. Connections' replies wait in the engine (held_gen); other
+    waiters (the bus's confirmations) register a callback (hold_reply).
   * Space is reserved ahead (fallocate), so a full disk shows up as
     "not accepting" before a job is accepted, never as half a record. A
     write that fails anyway is truncated back to the last whole record.
@@ -104,9 +108,16 @@ class FileOps(DiskFaults):
 
 
 class AofWriter:
-    def __init__(self, path: str, policy: str, loop, ops: FileOps | None = None,
+    def __init__(self, path: str, policy: str, loop, log, ops: FileOps | None = None,
                  latency: LatencyMonitor | None = None) -> None:
+        """`log`: the node's AofLog, whose records flush() takes and whose
+        batch numbers it advances; on_released() and on_failed(first, last,
+        reason) tell the server layer that replies waiting for batches may
+        leave, or must fail (set by the persistence service)."""
         self.path = os.path.abspath(path)
+        self.log = log
+        self.on_released = _nothing
+        self.on_failed = _nothing
         self.policy = policy
         self.loop = loop
         self.ops = ops or FileOps()
@@ -117,14 +128,10 @@ class AofWriter:
         self.offset = 0               # end of the last whole record
         self.reserved = 0             # the file is allocated up to here
         self.base_size = 0            # size after the last rewrite (auto-rewrite)
-        self._buffer: list[bytes] = []
         self._unwritten = b""         # records of a failed write: written first next time
-        self._flush_scheduled = False
-        self.written_gen = 0          # batches written (a failed one keeps its number
-                                      # for its retry)
+        # Batches written: log.written_gen (a failed one keeps its number for
+        # its retry); replies need not wait for those up to log.released_gen.
         self.synced_gen = 0           # batches covered by a finished fsync
-        self.settled_gen = 0          # batches new replies need not wait for: synced,
-                                      # or their fsync failed
         self._fsync_running = False
         self._waiting: dict[int, list] = {}
         self._background = ThreadPoolExecutor(1, thread_name_prefix="aof-fsync")
@@ -164,28 +171,28 @@ class AofWriter:
     def adopt(self, fd: int, size: int) -> None:
         """Append to a rewritten, fsynced file from now on. It holds every
         record so far: the rewrite serialized the jobs from memory and its
-        buffer has what came meanwhile, so what is held here is dropped."""
+        buffer has what came meanwhile (collect_for_rewrite took the
+        turn's), so a failed write's records are dropped."""
         if self.fd >= 0:
             self._close_in_background(self.fd)
         self.fd, self.offset, self.reserved, self.base_size = fd, size, size, size
         self.state = ON
-        self._buffer.clear()
         self._unwritten = b""
-        self.written_gen += 1         # the rewritten file counts as one batch, synced
-        self._synced(self.written_gen)
+        self.log.written_gen += 1     # the rewritten file counts as one batch, synced
+        self._synced(self.log.written_gen)
         self._succeeded()
 
     def sync(self) -> None:
         """Write and fsync every record held, now (before a shutdown).
         Raises OSError, the file staying open, if that cannot be done."""
+        error = self.flush()
         if self.fd < 0:
             return
-        error = self.flush()
         if error is not None:
             raise error
         self.ops.fsync(self.fd)
         self.report_durable(self.fd, self.offset)
-        self._synced(self.written_gen)
+        self._synced(self.log.written_gen)
 
     def close(self) -> None:
         """Give the reserved space back and close the file. Records that
@@ -197,9 +204,12 @@ class AofWriter:
                 log.warning("Cannot give the AOF's reserved space back: %s", error.strerror)
             self._close_in_background(self.fd)
             self.fd = -1
-        self._buffer.clear()
+        self.log.drop()
         self._unwritten = b""
-        self._answer(False, self.written_gen + 1)    # every reply still waiting
+        waited = self.log.written_gen + 1
+        self._answer(False, waited)                  # every reply still waiting
+        self.on_failed(1, waited, "the AOF was closed")
+        self.log.released_gen = self.log.written_gen
         self.state = OFF
 
     def _close_in_background(self, fd: int) -> None:
@@ -209,42 +219,46 @@ class AofWriter:
 
     # ------------------------------------------------------------ appending
 
-    def append(self, record: bytes) -> None:
-        if self.rewrite is not None:
-            self.rewrite.buffer.append(record)
-        if self.state == ON:
-            self._buffer.append(record)
-            if not self._flush_scheduled:
-                self._flush_scheduled = True
-                self.loop.call_soon(self.flush)
+    def collect_for_rewrite(self) -> None:
+        """Hand the records of this turn to the running rewrite now (it
+        ends before the turn does): they are written by the writer later."""
+        if self.log.has_records:
+            self._take()
+
+    def _take(self) -> bytes:
+        """The turn's records, from the log; a running rewrite gets them too."""
+        records = self.log.take()
+        if records and self.rewrite is not None:
+            self.rewrite.buffer.append(records)
+        return records
 
     def hold_reply(self, callback) -> bool:
-        """Run callback(ok, reason) once this turn's records are written
-        (appendfsync always: on disk); False (call nothing) if nothing needs
-        waiting."""
+        """Run callback(ok, reason) once the records a reply made now may
+        depend on are written (appendfsync always: on disk); False (call
+        nothing) if nothing needs waiting. The engine's connections wait
+        by the same rule (AofLog.reply_gen) without a callback."""
         if self.state != ON:
             return False
-        if self.policy != "always":
-            if not self._buffer:
-                return False
-            self._waiting.setdefault(self.written_gen + 1, []).append(callback)
-            return True
-        # A reply depends on this turn's records, or else on those already
-        # written; not on the records of a failed write (their replies failed).
-        gen = self.written_gen + 1 if self._buffer else self.written_gen
-        if gen <= self.settled_gen:
+        gen = self.log.reply_gen()
+        if not gen:
             return False
         self._waiting.setdefault(gen, []).append(callback)
         return True
 
     def flush(self) -> OSError | None:
-        """Write the records held, those of a failed write first. Returns the
-        error if the write failed: the records are then kept for the next try."""
-        self._flush_scheduled = False
-        if self.fd < 0 or not (self._buffer or self._unwritten):
+        """Write the turn's records, those of a failed write first. Returns
+        the error if the write failed: the records are then kept for the
+        next try. With the AOF not on (a rewrite alone takes records) the
+        batch ends here: there is nothing for a reply to wait for."""
+        records = self._take() if self.log.has_records else b""
+        if self.state != ON or self.fd < 0:
+            if records:
+                self.log.written_gen += 1
+                self._release(self.log.written_gen)
             return None
-        data = self._unwritten + b"".join(self._buffer)
-        self._buffer.clear()
+        if not (records or self._unwritten):
+            return None
+        data = self._unwritten + records if self._unwritten else records
         try:
             self._write_at_end(data)
         except OSError as error:
@@ -252,12 +266,12 @@ class AofWriter:
             return error
         self._unwritten = b""
         self.offset += len(data)
-        self.written_gen += 1
+        self.log.written_gen += 1
         self._succeeded()
         if self.policy == "always":
             self._start_fsync()
         else:
-            self._answer(True, self.written_gen)
+            self._release(self.log.written_gen)
         return None
 
     def _write_at_end(self, data: bytes) -> None:
@@ -292,8 +306,9 @@ class AofWriter:
             self.reserved = self.offset
         except OSError:
             pass
-        failed = self.written_gen + 1
+        failed = self.log.written_gen + 1
         self._answer(False, failed, first=failed)
+        self.on_failed(failed, failed, self.last_error)
 
     def _enter_error(self, error: OSError, message: str) -> None:
         reason = error.strerror or str(error)
@@ -311,10 +326,24 @@ class AofWriter:
         self._reserve_headroom()
 
     def _synced(self, gen: int) -> None:
-        """Batches up to gen are durable: release the replies waiting for them."""
+        """Batches up to gen are durable."""
         self.synced_gen = max(self.synced_gen, gen)
-        self.settled_gen = max(self.settled_gen, gen)
+        self._release(gen)
+
+    def _release(self, gen: int) -> None:
+        """Replies waiting for batches up to gen may leave."""
+        log_ = self.log
+        if gen > log_.released_gen:
+            log_.released_gen = gen
         self._answer(True, gen)
+        self.on_released()
+
+    def set_policy(self, policy: str) -> None:
+        """CONFIG SET appendfsync: replies waiting for an fsync that the new
+        policy does not ask for leave."""
+        self.policy = policy
+        if policy != "always":
+            self._release(self.log.written_gen)
 
     def _answer(self, ok: bool, last: int, first: int = 0) -> None:
         """Run the callbacks of the replies waiting for batches first..last:
@@ -358,10 +387,10 @@ class AofWriter:
     # ------------------------------------------------------------ fsync
 
     def _start_fsync(self) -> None:
-        if self._fsync_running or self.fd < 0 or self.synced_gen >= self.written_gen:
+        if self._fsync_running or self.fd < 0 or self.synced_gen >= self.log.written_gen:
             return
         self._fsync_running = True
-        target, fd, offset = self.written_gen, self.fd, self.offset
+        target, fd, offset = self.log.written_gen, self.fd, self.offset
         # With appendfsync always replies wait for this fsync: Disque's
         # aof-fsync-always event (its fsync blocks the loop; ours, the replies).
         began = self.latency.begin() if self.policy == "always" else None
@@ -399,8 +428,10 @@ class AofWriter:
 
     def _fsync_failed(self, error: OSError, target: int) -> None:
         self._enter_error(error, "fsync of the AOF failed: %s")
-        self.settled_gen = max(self.settled_gen, target)    # later replies do not wait
+        if target > self.log.released_gen:
+            self.log.released_gen = target              # later replies do not wait
         self._answer(False, target)
+        self.on_failed(1, target, self.last_error)
 
     def every_second(self) -> None:
         """The cron: everysec fsyncs; a writer in error state retries."""
@@ -418,7 +449,7 @@ class AofWriter:
         """Try again what made the writer refuse write commands."""
         if self._unwritten:
             self.flush()                  # a failed write
-        elif not self.last_write_ok and self.synced_gen < self.written_gen:
+        elif not self.last_write_ok and self.synced_gen < self.log.written_gen:
             self._start_fsync()           # a failed fsync
         else:
             self._succeeded()             # space ran short: reserve it again
@@ -448,8 +479,7 @@ class AofWriter:
                 ("aof_current_size", self.offset),
                 ("aof_base_size", self.base_size),
                 ("aof_pending_rewrite", 0),
-                ("aof_buffer_length",
-                 len(self._unwritten) + sum(map(len, self._buffer))),
+                ("aof_buffer_length", len(self._unwritten)),
                 ("aof_rewrite_buffer_length",
                  sum(map(len, rewrite.buffer)) if rewrite else 0),
                 ("aof_pending_bio_fsync", int(self._fsync_running)),
@@ -459,3 +489,7 @@ class AofWriter:
         if rewrite is not None:
             fields += rewrite.progress_fields()
         return fields
+
+
+def _nothing(*args) -> None:
+    pass

@@ -1,7 +1,16 @@
-"""The append-only file's format, version 1, and a reader that knows offsets.
+"""The append-only file's formats, and a reader that knows offsets.
 
-The file is a sequence of RESP commands, replayed through the command table
-like commands from a client (the loader's session may use LOADJOB):
+Version 2, what this server writes, is binary: after the header (the RESP
+array "DQPAOF 2") come records whose format, writer and reader are the
+engine's (engine/aof/records.pxi: a job's state, a job gone, a DEDUP key
+kept or forgotten, each with its CRC-32). records() gives each as the
+version-1 record with the same meaning, so tools read both alike; the
+loader replays version 2 in the engine.
+
+Version 1, written by the previous release and still read, is a sequence
+of RESP commands, replayed through the command table like commands from a
+client (the loader's session may use LOADJOB); a node that loads one with
+the AOF on rewrites it in version 2 before appending:
 
     DQPAOF 1                          header, always the first record
     LOADJOB <job> <crc32>             a job's full state (engine/model/wire.pxi's
@@ -36,13 +45,16 @@ from __future__ import annotations
 import zlib
 from typing import Iterator, NamedTuple
 
-from disque_py.engine import is_valid_id, serialize_record
+from disque_py.engine import (AOF_DEDUP, AOF_GONE, AOF_JOB, AOF_VERSION, RECORD_OK,
+                              RECORD_TORN, aof_record_at, is_valid_id, serialize_record)
 from disque_py.persistence import disque_aof
 
 HEADER_COMMAND = b"DQPAOF"
 DEDUP = b"DEDUP"                # records the loader reads itself (no client command)
 UNDEDUP = b"UNDEDUP"
-VERSION = 1
+VERSION = AOF_VERSION           # what this server writes
+V1 = 1                          # the previous release's RESP records, still read
+DISQUE = 0                      # file_version() of an AOF Disque 1.0 wrote
 MAX_RECORD_ARGS = 8
 RECORD_ARITY = {b"DELJOB": 2, DEDUP: 5, UNDEDUP: 4}     # fields, the name included
 MAX_BULK = 600 * 1024 * 1024
@@ -73,6 +85,7 @@ def encode(*args: bytes) -> bytes:
 
 
 HEADER = encode(HEADER_COMMAND, b"%d" % VERSION)
+V1_HEADER = encode(HEADER_COMMAND, b"%d" % V1)
 
 
 def load_job_record(serialized_job: bytes) -> bytes:
@@ -101,8 +114,8 @@ def _crc(serialized_job: bytes) -> bytes:
 
 def records(data: bytes | memoryview) -> Iterator[AofRecord]:
     """Every record in `data`, header first; AofDamage at the first bad one.
-    A file Disque wrote has no header, and its LOADJOBs come out in this
-    format (see disque_aof.py)."""
+    A file Disque wrote has no header, and its LOADJOBs come out in
+    version 1's form (see disque_aof.py), as do version 2's records."""
     # Reserved zero bytes must not pass for a torn record's missing tail.
     end = data_end(data)
     if end == 0:
@@ -111,7 +124,10 @@ def records(data: bytes | memoryview) -> Iterator[AofRecord]:
     if disque_aof.is_disque_record(record.argv):
         yield from _disque_records(data, record, end)
         return
-    _check_header(record)
+    if _check_header(record) == VERSION:
+        yield record
+        yield from _v2_records(data, record.end, end)
+        return
     while True:
         yield record
         if record.end >= end:
@@ -181,14 +197,49 @@ def data_end(data: bytes | memoryview) -> int:
     return 0
 
 
-def _check_header(record: AofRecord) -> None:
+def file_version(data: bytes | memoryview) -> int:
+    """The format of an AOF that records() reads: VERSION, V1 or DISQUE."""
+    if written_by_disque(data):
+        return DISQUE
+    return _check_header(_read_record(data, 0, data_end(data)))
+
+
+def _check_header(record: AofRecord) -> int:
+    """The version the header names, if this server reads it."""
     argv = record.argv
     if len(argv) != 2 or argv[0] != HEADER_COMMAND:
         raise AofDamage(0, "neither a disque-py AOF (no DQPAOF header) nor a Disque one",
                         torn=False)
-    if argv[1] != b"%d" % VERSION:
+    if argv[1] not in (b"%d" % V1, b"%d" % VERSION):
         raise AofDamage(0, "AOF format version %s is not supported (this server reads "
-                        "version %d)" % (argv[1].decode("latin-1"), VERSION), torn=False)
+                        "versions %d and %d)" % (argv[1].decode("latin-1"), V1, VERSION),
+                        torn=False)
+    return int(argv[1])
+
+
+def _v2_records(data, pos: int, end: int) -> Iterator[AofRecord]:
+    """Version 2's records from `pos`, each as version 1's record of the
+    same meaning (check-aof, tests: the loader reads them in the engine)."""
+    while pos < end:
+        status, kind, payload, next_pos = aof_record_at(data, pos, end)
+        if status != RECORD_OK:
+            raise AofDamage(pos, payload, torn=status == RECORD_TORN)
+        yield AofRecord(pos, next_pos, _v1_argv(kind, payload))
+        pos = next_pos
+
+
+def _v1_argv(kind: int, payload: bytes) -> list[bytes]:
+    if kind == AOF_JOB:
+        return [b"LOADJOB", payload, _crc(payload)]
+    if kind == AOF_GONE:
+        return [b"DELJOB", payload]
+    until_ms = int.from_bytes(payload[:8], "big")
+    job_id = payload[8:48]
+    queue_len = int.from_bytes(payload[48:52], "big")
+    queue, key = payload[52:52 + queue_len], payload[52 + queue_len:]
+    if kind == AOF_DEDUP:
+        return [DEDUP, queue, key, job_id, b"%d" % until_ms]
+    return [UNDEDUP, queue, key, job_id]
 
 
 def _read_line_int(data, pos: int, end: int, prefix: int, limit: int) -> tuple[int, int]:

@@ -98,6 +98,7 @@ class Rewrite:
         Raises OSError (then abort()) only before the rename."""
         writer = self.writer
         monitor = writer.latency
+        writer.collect_for_rewrite()
         if self.buffer:
             began = monitor.begin()
             self._write(b"".join(self.buffer))

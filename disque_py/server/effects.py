@@ -8,10 +8,13 @@ outbox here, in order:
   * ToPeer: to the cluster service, batched into frames per peer and loop
     turn; confirmations (GOTJOB, GOTACK, DELJOB) wait for the AOF first
     (confirm);
-  * AofLoadJob, AofDelJob, AofDedup, AofUndedup: to the AOF;
-  * Unblock: the parked client's answer, after the batch's AOF records are
-    queued, so that appendfsync always holds it until they are on disk; a
-    client's answers of one batch leave in one write.
+  * Unblock: the parked client's answer; it waits for the AOF records
+    noted so far like any reply (ConnectionBase.deliver), so appendfsync
+    always holds it until they are on disk; a client's answers of one
+    batch leave in one write.
+
+(AOF records are not effects: the node notes them in the engine's AofLog,
+written at the turn's end.)
 
 after_commands also closes the clients CLIENT KILL asked to close, and
 starts the shutdown SHUTDOWN asked for: a command only records such a
@@ -22,7 +25,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from disque_py.base.effects import AofDedup, AofDelJob, AofLoadJob, AofUndedup, ToPeer, Unblock
+from disque_py.base.effects import ToPeer, Unblock
 from disque_py.commands.queues import render_outcome
 from disque_py.formats.bus import DELJOB, GOTACK, GOTJOB
 from disque_py.persistence.aof import ON as AOF_ON
@@ -77,12 +80,6 @@ class EffectInterpreter:
                     confirmations.append(effect)
                 else:
                     post(effect)
-            elif kind is AofLoadJob:
-                persistence.append_job(effect.job)
-            elif kind is AofDelJob:
-                persistence.append_del(effect.job_id)
-            elif kind is AofDedup or kind is AofUndedup:
-                persistence.append_dedup(effect)
             elif kind is Unblock:
                 unblocks.append(effect)
         if confirmations is not None:

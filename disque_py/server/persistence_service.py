@@ -17,15 +17,17 @@ docs/healing.md). With
 aof-enqueue-jobs-once the file is loaded even when the AOF is off, queued
 jobs come back queued, and the option turns itself off in the config file.
 An AOF written by Disque 1.0 loads too (its upgrade path: a controlled
-restart into new software) and, with the AOF on, is rewritten in this
-server's format before anything is appended.
+restart into new software), as does one in the previous release's format
+(version 1), and with the AOF on either is rewritten in this server's
+format before anything is appended, the original kept beside it.
 
-While running it carries the node's AofLoadJob/AofDelJob effects to the
-writer, holds back replies until their records are fsynced (appendfsync
-always), drives rewrites (BGREWRITEAOF, automatic growth, turning the AOF
+While running it has the writer write the node's records at the end of
+each loop turn (write_turn, the server's write_aof hook), closes the
+connections whose replies waited for records that could not be made
+durable, drives rewrites (BGREWRITEAOF, automatic growth, turning the AOF
 on, SHUTDOWN REWRITE-AOF) and follows CONFIG SET appendonly/appendfsync.
 
-The node emits those effects (node.aof_enabled) whenever something takes
+The node notes records (node.aof_enabled) whenever something takes
 the records: the AOF when on, and any running rewrite, which needs the
 changes made during its walk. So turning the AOF on logs everything from
 the moment it is asked (WAIT_REWRITE, as Disque does), and BGREWRITEAOF
@@ -42,7 +44,6 @@ import time
 from typing import Callable
 
 from disque_py.base import log
-from disque_py.base.effects import AofDedup
 from disque_py.engine import deserialize_job
 from disque_py.base.errors import CommandError, StartupError
 from disque_py.persistence import aof_format
@@ -52,7 +53,9 @@ from disque_py.persistence.rewrite import Rewrite, remove_leftovers
 from disque_py.server.state import AOF_OFF_INFO
 from disque_py.base.replies import AOF_NOT_TURNED_ON, LOADJOB_CORRUPTED, LOADJOB_ONLY_FROM_AOF
 
-DISQUE_BACKUP_SUFFIX = ".disque-1.0"   # where a converted Disque AOF is kept
+# Where a converted AOF is kept, by the format it was in.
+BACKUP_SUFFIXES = {aof_format.DISQUE: ".disque-1.0", aof_format.V1: ".v1"}
+FORMAT_NAMES = {aof_format.DISQUE: "written by Disque 1.0", aof_format.V1: "in format version 1"}
 _DEDUP_RECORDS = (aof_format.DEDUP, aof_format.UNDEDUP)
 LOAD_SLICE_RECORDS = 1000      # records replayed between two turns of the loop, as Disque
 
@@ -100,55 +103,64 @@ class PersistenceService:
         config = self.config
         remove_leftovers(self.path)
         enqueue_once = config.aof_enqueue_jobs_once
-        data_end, from_disque = 0, False
+        data_end, version = 0, aof_format.VERSION
         if (config.appendonly or enqueue_once) and os.path.exists(self.path):
-            data_end, from_disque = await self._load(enqueue_once)
+            data_end, version = await self._load(enqueue_once)
             self.loaded_from_aof = True
             if enqueue_once:
                 self._turn_off_enqueue_once()
-        self.writer = AofWriter(self.path, config.appendfsync, loop,
+        self.writer = AofWriter(self.path, config.appendfsync, loop, self.node.aof,
                                 latency=self.server.latency)
+        self.writer.on_released = self.server.release_held
+        self.writer.on_failed = self._fail_replies
         if config.appendonly:
-            if from_disque:
-                data_end = self._convert_disque_file()
+            if version != aof_format.VERSION:
+                data_end = self._convert_old_file(version)
             self.writer.open(data_end)
         self._follow_writer()
 
-    async def _load(self, enqueue: bool) -> tuple[int, bool]:
+    async def _load(self, enqueue: bool) -> tuple[int, int]:
         """Replay the file; returns where its last whole record ends and
-        whether Disque wrote it."""
+        its format (aof_format.file_version)."""
         started = self.clock()
         with open(self.path, "r+b") as handle:
             if os.fstat(handle.fileno()).st_size == 0:
-                return 0, False
+                return 0, aof_format.VERSION
             with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as data:
-                from_disque = aof_format.written_by_disque(data)
                 written = aof_format.data_end(data)
+                version = aof_format.VERSION
+                if written:
+                    try:
+                        version = aof_format.file_version(data)
+                    except aof_format.AofDamage:
+                        pass                  # the replay reports it
                 end, loaded = await self._replay(data, written, enqueue)
             if end < written:
                 handle.truncate(end)
+        old = FORMAT_NAMES.get(version)
         log.notice("DB loaded from append only file: %d jobs%s in %.3f seconds", loaded,
-                   " (written by Disque 1.0)" if from_disque else "", self.clock() - started)
-        return end, from_disque
+                   f" ({old})" if old else "", self.clock() - started)
+        return end, version
 
-    def _convert_disque_file(self) -> int:
-        """Rewrite a loaded Disque AOF in this server's format before any
-        record is appended to it; the original stays as DISQUE_BACKUP_SUFFIX.
-        Returns the new file's size."""
-        backup = self.path + DISQUE_BACKUP_SUFFIX
+    def _convert_old_file(self, version: int) -> int:
+        """Rewrite a loaded AOF of an older format (Disque's, or version 1)
+        in this server's before any record is appended to it; the original
+        stays beside it (BACKUP_SUFFIXES). Returns the new file's size."""
+        backup = self.path + BACKUP_SUFFIXES[version]
+        name = FORMAT_NAMES[version]
         try:
             if not os.path.exists(backup):    # else: a conversion interrupted earlier
                 _keep_copy(self.path, backup)
         except OSError as error:
-            raise StartupError(f"Cannot keep the Disque AOF as {backup}: "
+            raise StartupError(f"Cannot keep the AOF {name} as {backup}: "
                                f"{error.strerror}") from None
         try:
             self.rewrite_now()
         except OSError as error:
-            raise StartupError(f"Cannot rewrite the Disque AOF {self.path} in this "
+            raise StartupError(f"Cannot rewrite the AOF {self.path} ({name}) in this "
                                f"server's format: {error.strerror}") from None
-        log.notice("The AOF written by Disque was rewritten in disque-py's format; "
-                   "the original is kept as %s", backup)
+        log.notice("The AOF %s was rewritten in this server's format (version %d); "
+                   "the original is kept as %s", name, aof_format.VERSION, backup)
         return os.path.getsize(self.path)
 
     async def _replay(self, data, size: int, enqueue: bool) -> tuple[int, int]:
@@ -241,18 +253,22 @@ class PersistenceService:
 
     # ------------------------------------------------------------ running
 
-    def append_job(self, job) -> None:
-        self.writer.append(aof_format.load_job_record(self.node.job_bytes(job)))
-
-    def append_del(self, job_id: bytes) -> None:
-        self.writer.append(aof_format.del_job_record(job_id))
-
-    def append_dedup(self, effect) -> None:
-        """An AofDedup or AofUndedup effect (base/effects.py)."""
-        if type(effect) is AofDedup:
-            self.writer.append(aof_format.dedup_record(*effect))
+    def write_turn(self) -> None:
+        """The end of a loop turn: write the records the node noted."""
+        if self.writer is None:
+            self.node.aof.drop()          # not started yet: nothing takes records
         else:
-            self.writer.append(aof_format.undedup_record(*effect))
+            self.writer.flush()
+
+    def _fail_replies(self, first: int, last: int, reason: str) -> None:
+        """Batches first..last could not be made durable: the replies that
+        waited for them must not claim success, and cannot be unsent one
+        by one, so those clients' sessions end."""
+        for conn in self.server.take_failed(first, last):
+            session = conn.session
+            log.warning("Closing client %s: its commands could not be written to the "
+                        "AOF (%s)", session.addr if session else "?", reason)
+            conn.close()
 
     @property
     def accepting(self) -> bool:
@@ -376,7 +392,7 @@ class PersistenceService:
             self._follow_writer()
 
     def _set_policy(self, policy: str) -> None:
-        self.writer.policy = policy
+        self.writer.set_policy(policy)
 
     def shutdown(self, rewrite: bool) -> None:
         """Make everything durable before exit; raises OSError on failure

@@ -43,12 +43,10 @@ import asyncio
 import socket
 from collections import deque
 
-from disque_py.base import log
 from disque_py.base.errors import CommandError
 from disque_py.base.replies import MAX_CLIENTS
 from disque_py.commands.context import (REPLY_MUTED, REPLY_OFF, Park, reply_flags_after_command)
 from disque_py.engine import ConnectionBase
-from disque_py.persistence.aof import ON as AOF_ON
 from disque_py.formats.resp import Raw, encode, encode_into
 from disque_py.config import protected_mode
 
@@ -64,18 +62,16 @@ class ClientConnection(ConnectionBase, asyncio.Protocol):
     # In the compiled base: server, session, transport, reader (the
     # request parser), pending (commands waiting behind a parked one, or
     # None), pending_error, _order (replies behind a parked command:
-    # [bytes|None], or None), _held (replies waiting for an AOF fsync, or
-    # None), closing, draining (closing once the replies held for the AOF
-    # have left), _running (inside _run: replies not written yet), _out
-    # (replies kept for the end of the loop turn).
-    __slots__ = ("effects", "persistence", "_reading_paused_for_output",
+    # [bytes|None], or None), held_gen (the AOF batch the replies in _out
+    # wait for: deliver), closing, draining (closing once the replies held
+    # for the AOF have left), _running (inside _run: replies not written
+    # yet), _out (replies kept for the end of the loop turn).
+    __slots__ = ("effects", "_reading_paused_for_output",
                  "_reading_paused_for_pending", "_resume_scheduled", "_overlapping", "_yielding")
 
-    def __init__(self, server, effects, persistence) -> None:
-        """`effects`: the interpreter of the node's effects (server/effects.py);
-        `persistence`: the AOF's service, whose writer holds replies."""
+    def __init__(self, server, effects) -> None:
+        """`effects`: the interpreter of the node's effects (server/effects.py)."""
         self.effects = effects
-        self.persistence = persistence
         self.bind_server(server)
         self._reading_paused_for_output = False
         self._reading_paused_for_pending = False
@@ -362,7 +358,7 @@ class ClientConnection(ConnectionBase, asyncio.Protocol):
         client that killed itself), as Disque does: those still held for
         the AOF (deliver) go first. Meanwhile nothing more is read or run
         (closing), and write_out takes only those (draining)."""
-        if not self._held:
+        if not self.holding_replies:
             self._close()
             return
         self.closing = True
@@ -371,50 +367,10 @@ class ClientConnection(ConnectionBase, asyncio.Protocol):
 
     # --------------------------------------------------------------- output
 
-    def deliver(self, payload: bytes, pipelined: bool = False) -> None:
-        """Write replies now (at the turn's end for a pipelined read:
-        write_out), or once the AOF records they depend on are written
-        (appendfsync always: fsynced). Replies keep their order."""
-        writer = self.persistence.writer
-        if writer is not None and writer.state == AOF_ON:
-            entry = [payload, False]
-            if writer.hold_reply(self._released_entry(entry)):
-                if self._held is None:
-                    self._held = deque()
-                self._held.append(entry)
-                return
-        self._behind_held(payload, pipelined)
-
-    def _behind_held(self, payload: bytes, pipelined: bool = False) -> None:
-        """Write bytes that wait for no AOF record, after the replies that do."""
-        held = self._held
-        if held:
-            held.append([payload, True])     # ready, but behind replies still waiting
-        else:
-            self.write_out(payload, pipelined)
-
-    def _released_entry(self, entry: list):
-        def release(ok: bool, reason: str) -> None:
-            if not ok:
-                # The AOF write failed: these replies must not claim success,
-                # and they cannot be unsent one by one. End the session.
-                log.warning("Closing client %s: its commands could not be written to "
-                            "the AOF (%s)", self.session.addr if self.session else "?", reason)
-                self._held = None
-                self._close()
-                return
-            entry[1] = True
-            held = self._held
-            while held and held[0][1]:
-                self.write_out(held.popleft()[0])
-            if self.draining and not held:
-                self._close()
-        return release
-
     def send(self, payload: bytes) -> None:
         """Bytes from elsewhere (MONITOR feed, SHUTDOWN's failure)."""
         if not self.session.reply_flags & REPLY_OFF:
-            self._behind_held(payload)
+            self.write_out(payload)      # behind any reply still waiting for the AOF
 
     def pause_writing(self) -> None:
         self._reading_paused_for_output = True

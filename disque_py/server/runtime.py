@@ -102,7 +102,7 @@ class Runtime:
         self.effects.apply()
 
     def _new_connection(self) -> ClientConnection:
-        return ClientConnection(self.server, self.effects, self.persistence)
+        return ClientConnection(self.server, self.effects)
 
     # ------------------------------------------------------------ start-up
 

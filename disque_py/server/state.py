@@ -132,6 +132,7 @@ class ServerState(ServerCore):
     def __init__(self, node: Node, config, *, executable: str = "",
                  config_file: str = "") -> None:
         self.node = node
+        node.aof.on_records = self.aof_records_due
         self.config = config
         self._requirepass = b""
         self.stats = Stats()
@@ -181,6 +182,10 @@ class ServerState(ServerCore):
     def schedule_flush(self) -> None:
         """The turn's replies leave once every socket ready was read."""
         self.call_soon(self.flush_replies)
+
+    def write_aof(self) -> None:
+        """The turn's AOF records, written before its replies leave."""
+        self.persistence.write_turn()
 
     def aof_accepts(self) -> bool:
         persistence = self.persistence

@@ -90,15 +90,12 @@ class DroppedEffects:
         self.node.take_effects()
 
 
-class NoAof:
-    writer = None
-
 
 def connect() -> tuple[ClientConnection, KeptTransport]:
     node = Node(NODE_ID, FakeClock(START_MS, seed=7), id_seed=ID_SEED)
     server = ServerState(node, Config.load(None, CONFIG_ARGS))
     server.call_soon = lambda callback: callback()
-    conn = ClientConnection(server, DroppedEffects(node), NoAof)
+    conn = ClientConnection(server, DroppedEffects(node))
     conn.transport = transport = KeptTransport()
     conn.session = server.new_session("127.0.0.1:1", "127.0.0.1:7711", -1, conn)
     return conn, transport

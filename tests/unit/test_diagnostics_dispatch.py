@@ -141,9 +141,6 @@ class FakeTransport:
         pass
 
 
-class NoAof:
-    writer = None
-
 
 class DroppedEffects:
     """The effects of the commands, dropped: these tests read replies only."""
@@ -165,7 +162,7 @@ def step_clock(server):
 @pytest.fixture
 def conn(server):
     server.call_soon = lambda callback: callback()      # replies written at once
-    conn = ClientConnection(server, DroppedEffects(server.node), NoAof)
+    conn = ClientConnection(server, DroppedEffects(server.node))
     conn.transport = FakeTransport()
     conn.session = server.new_session("127.0.0.1:1", "127.0.0.1:7711", -1, conn)
     return conn

@@ -76,38 +76,40 @@ cdef int parse_wire(const char* data, Py_ssize_t size, WireJob* job) except -1:
     return 0
 
 
-cdef bytes pack_wire(const char* job_id, int state, int flags, int repl, uint64_t ctime,
-                     int64_t etime, uint32_t delay, uint32_t retry, uint32_t nacks,
-                     uint32_t deliveries, const char* queue, Py_ssize_t queue_len,
-                     const char* body, Py_ssize_t body_len, tuple delivered,
-                     JobOptions options, DedupFields* dedup, int readable):
-    """A serialized job (body NULL: none), with its options' block (and
-    DEDUP key: NULL, none) in the newest version up to `readable` (0: none;
-    options_version decides)."""
+cdef inline JobOptions _options_of(JobFields* job):
+    return <JobOptions>job.options if job.options != NULL else None
+
+
+cdef Py_ssize_t wire_size(JobFields* job) noexcept:
+    """How many bytes write_wire writes for `job`."""
+    return WIRE_FIXED + job.queue_len + 4 + job.body_len + 2 + \
+        PyTuple_GET_SIZE(<object>job.delivered) * NODE_ID_LEN + \
+        options_size(_options_of(job), job.dedup, job.version)
+
+
+cdef char* write_wire(char* at, JobFields* job) except NULL:
+    """Write the job's bytes (wire_size of them) at `at`; returns their end.
+    ValueError for a node ID that is not 40 bytes (nothing else can fail)."""
+    cdef tuple delivered = <tuple>job.delivered
     cdef Py_ssize_t node_count = PyTuple_GET_SIZE(delivered), i
-    cdef int version = options_version(options, dedup, readable)
-    cdef Py_ssize_t size = WIRE_FIXED + queue_len + 4 + body_len + 2 + \
-        node_count * NODE_ID_LEN + options_size(options, dedup, version)
-    cdef bytes out = PyBytes_FromStringAndSize(NULL, size)
-    cdef char* at = PyBytes_AS_STRING(out)
-    memcpy(at, job_id, JOB_ID_LEN)
+    memcpy(at, job.id, JOB_ID_LEN)
     at += JOB_ID_LEN
-    at = _put_be(at, state, 1)
-    at = _put_be(at, flags, 1)
-    at = _put_be(at, repl, 2)
-    at = _put_be(at, ctime, 8)
-    at = _put_be(at, <uint64_t>etime, 8)
-    at = _put_be(at, delay, 4)
-    at = _put_be(at, retry, 4)
-    at = _put_be(at, nacks if nacks < COUNTER_MAX else COUNTER_MAX, 2)
-    at = _put_be(at, deliveries if deliveries < COUNTER_MAX else COUNTER_MAX, 2)
-    at = _put_be(at, queue_len, 4)
-    memcpy(at, queue, queue_len)
-    at += queue_len
-    at = _put_be(at, NO_BODY if body == NULL else body_len, 4)
-    if body != NULL:
-        memcpy(at, body, body_len)
-        at += body_len
+    at = _put_be(at, job.state, 1)
+    at = _put_be(at, job.flags, 1)
+    at = _put_be(at, job.repl, 2)
+    at = _put_be(at, job.ctime, 8)
+    at = _put_be(at, <uint64_t>job.etime, 8)
+    at = _put_be(at, job.delay, 4)
+    at = _put_be(at, job.retry, 4)
+    at = _put_be(at, job.nacks if job.nacks < COUNTER_MAX else COUNTER_MAX, 2)
+    at = _put_be(at, job.deliveries if job.deliveries < COUNTER_MAX else COUNTER_MAX, 2)
+    at = _put_be(at, job.queue_len, 4)
+    memcpy(at, job.queue, job.queue_len)
+    at += job.queue_len
+    at = _put_be(at, NO_BODY if job.body == NULL else job.body_len, 4)
+    if job.body != NULL:
+        memcpy(at, job.body, job.body_len)
+        at += job.body_len
     at = _put_be(at, node_count, 2)
     for i in range(node_count):
         node = <object>PyTuple_GET_ITEM(delivered, i)
@@ -115,32 +117,56 @@ cdef bytes pack_wire(const char* job_id, int state, int flags, int repl, uint64_
             raise ValueError("a node ID has 40 bytes")
         memcpy(at, PyBytes_AS_STRING(node), NODE_ID_LEN)
         at += NODE_ID_LEN
-    if version:
-        pack_options(at, options, dedup, version)
+    if job.version:
+        at = pack_options(at, _options_of(job), job.dedup, job.version)
+    return at
+
+
+cdef bytes pack_wire(JobFields* job):
+    """The job's bytes, as a new bytes object."""
+    cdef bytes out = PyBytes_FromStringAndSize(NULL, wire_size(job))
+    write_wire(PyBytes_AS_STRING(out), job)
+    return out
+
+
+cdef JobFields* job_fields(Job job, int64_t now_s, int readable, JobFields* out,
+                           DedupFields* dedup) noexcept:
+    """The fields to serialize `job` with (`dedup`: storage for its key);
+    now_s >= 0: for a message (relative expire time). Its options in the
+    newest block version up to `readable` (0: none)."""
+    cdef JobOptions options = <JobOptions>job.options_ if job.options_ != NULL else None
+    out.id = job.id_
+    out.state = job.state
+    out.flags = job.flags
+    out.repl = job.repl
+    out.ctime = job.ctime
+    out.etime = job.etime
+    if now_s >= 0:
+        out.etime = out.etime - now_s + 1
+        if out.etime < 1:
+            out.etime = 1
+        out.flags &= ~LOCAL_FLAGS
+    out.delay, out.retry, out.nacks, out.deliveries = job.delay, job.retry, job.nacks, \
+        job.deliveries
+    if job.queue_ != NULL:
+        out.queue = PyBytes_AS_STRING(<object>job.queue_)
+        out.queue_len = PyBytes_GET_SIZE(<object>job.queue_)
+    else:
+        out.queue, out.queue_len = b"", 0
+    out.body, out.body_len = job.body_, job.body_len
+    out.delivered = job.delivered_
+    out.options = job.options_
+    out.dedup = dedup_fields_of(job, dedup)
+    out.version = options_version(options, out.dedup, readable)
     return out
 
 
 cdef bytes serialize(Job job, int64_t now_s, int readable):
     """The job's bytes; now_s >= 0: for a message (relative expire time).
     Its options in the newest block version up to `readable` (0: none)."""
-    cdef int flags = job.flags
-    cdef int64_t etime = job.etime
-    cdef const char* queue = b""
-    cdef Py_ssize_t queue_len = 0
+    cdef JobFields fields
     cdef DedupFields dedup
-    if now_s >= 0:
-        etime = etime - now_s + 1
-        if etime < 1:
-            etime = 1
-        flags &= ~LOCAL_FLAGS
-    if job.queue_ != NULL:
-        queue, queue_len = PyBytes_AS_STRING(<object>job.queue_), \
-            PyBytes_GET_SIZE(<object>job.queue_)
-    return pack_wire(job.id_, job.state, flags, job.repl, job.ctime, etime, job.delay,
-                     job.retry, job.nacks, job.deliveries, queue, queue_len, job.body_,
-                     job.body_len, <tuple>job.delivered_,
-                     <JobOptions>job.options_ if job.options_ != NULL else None,
-                     dedup_fields_of(job, &dedup), readable)
+    return pack_wire(job_fields(job, now_s, readable, &fields, &dedup))
 
 
 def serialize_job(Job job, now_s=None, int readable=OPTIONS_LATEST):
@@ -154,15 +180,22 @@ def pack_job(bytes job_id, int state, int flags, int repl, uint64_t ctime, int64
              bytes queue, body, tuple delivered, options=None):
     """A job's bytes from its fields (a parsed job written again; `options`
     as option_fields() gives them, or None)."""
+    cdef JobFields job
     cdef DedupFields dedup
+    cdef JobOptions parsed = None if options is None else job_options(*options)
     if PyBytes_GET_SIZE(job_id) != JOB_ID_LEN:
         raise ValueError("a job ID has 40 bytes")
-    return pack_wire(PyBytes_AS_STRING(job_id), state, flags, repl, ctime,
-                     etime, delay, retry, nacks, deliveries, PyBytes_AS_STRING(queue),
-                     PyBytes_GET_SIZE(queue), NULL if body is None else PyBytes_AS_STRING(body),
-                     0 if body is None else PyBytes_GET_SIZE(body), delivered,
-                     None if options is None else job_options(*options),
-                     record_dedup(options, &dedup), OPTIONS_LATEST)
+    job.id, job.state, job.flags, job.repl = PyBytes_AS_STRING(job_id), state, flags, repl
+    job.ctime, job.etime, job.delay, job.retry = ctime, etime, delay, retry
+    job.nacks, job.deliveries = nacks, deliveries
+    job.queue, job.queue_len = PyBytes_AS_STRING(queue), PyBytes_GET_SIZE(queue)
+    job.body = NULL if body is None else PyBytes_AS_STRING(body)
+    job.body_len = 0 if body is None else PyBytes_GET_SIZE(body)
+    job.delivered = <PyObject*>delivered
+    job.options = <PyObject*>parsed if parsed is not None else NULL
+    job.dedup = record_dedup(options, &dedup)
+    job.version = options_version(parsed, job.dedup, OPTIONS_LATEST)
+    return pack_wire(&job)
 
 
 cdef tuple _node_tuple(const char* nodes, Py_ssize_t count):

@@ -9,7 +9,7 @@ cdef class ConnectionBase:
     cdef public object pending             # deque of commands waiting, or None
     cdef public object pending_error
     cdef public object _order              # replies behind a parked command, or None
-    cdef public object _held               # replies waiting for an AOF fsync, or None
+    cdef public uint64_t held_gen          # the AOF batch the replies in _out wait for (0: none)
     cdef public bint closing
     cdef public bint draining              # closing once the replies held for the AOF left
     cdef public bint _running
@@ -20,7 +20,6 @@ cdef class ConnectionBase:
     # overrides each; conn.pxi says what each must do).
     cpdef run_commands(self, list commands, double started, bytes replies)
     cpdef park(self, waiter, bint overlaps, bytes replies)
-    cpdef deliver(self, bytes payload, bint pipelined=*)
     cpdef yield_loop(self)
     cpdef flush_order(self)
     cpdef close_after_replies(self)
@@ -28,5 +27,6 @@ cdef class ConnectionBase:
 
     cdef int _run_fast(self, double started) except -1
     cdef int _finish_fast(self, bint pipelined) except -1
+    cpdef deliver(self, bytes payload, bint pipelined=*)
     cpdef write_out(self, bytes payload, bint pipelined=*)
     cpdef flush_out(self)

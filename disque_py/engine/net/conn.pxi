@@ -16,8 +16,8 @@
 # made so far, to run_commands, the Python loop.
 #
 # What it calls on the server layer is declared (conn.pxd): the hooks
-# run_commands, park, deliver, yield_loop, flush_order, close_after_replies
-# and after_commands, which ClientConnection overrides (a subclass that
+# run_commands, park, yield_loop, flush_order, close_after_replies and
+# after_commands, which ClientConnection overrides (a subclass that
 # lacks one is refused at its first connection: require_overrides). It
 # never opens, reads or closes a socket: bytes come in through
 # data_received, and replies leave through the transport the server layer
@@ -44,6 +44,15 @@
 # command's reply leaves at once; a pipelined read's waits when the last
 # flush wrote to several connections, or when the last reply written went
 # to another connection (the flush then says whether others follow).
+#
+# Replies and the AOF (deliver): a reply made while the AOF has records
+# of this turn not yet written may show what they hold, so it waits in
+# _out for the turn's end, where ServerCore.flush_replies writes the
+# records first (one write per turn, as Redis does in beforeSleep); with
+# appendfsync always it waits further, until an fsync covers them
+# (held_gen: the batch it waits for, aof/log.pxi). Anything written to the
+# connection meanwhile waits behind it. A reply made when no record waits
+# leaves as above: the AOF costs it nothing.
 
 from libc.math cimport INFINITY
 
@@ -63,7 +72,7 @@ cdef inline double _monotonic() noexcept nogil:
     return now.tv_sec + now.tv_nsec * 1e-9
 
 
-cdef tuple CONNECTION_HOOKS = ("run_commands", "park", "deliver", "yield_loop", "flush_order",
+cdef tuple CONNECTION_HOOKS = ("run_commands", "park", "yield_loop", "flush_order",
                                "close_after_replies", "after_commands")
 
 
@@ -85,10 +94,6 @@ cdef class ConnectionBase:
         """A command parked on `waiter` after `replies` (those before it):
         keep its place in the reply order; later commands wait unless it
         `overlaps` (an ADDJOB waiting for copies: ADDJOBs behind it run)."""
-        raise NotImplementedError
-
-    cpdef deliver(self, bytes payload, bint pipelined=False):
-        """Write replies, or hold them until the AOF has what they depend on."""
         raise NotImplementedError
 
     cpdef yield_loop(self):
@@ -217,14 +222,34 @@ cdef class ConnectionBase:
             if self._order:
                 self.flush_order()            # what was answered before a parked command
         else:
-            payload = self.call.out.take()
-            if self._held or server.node.aof_enabled:
-                self.deliver(payload, pipelined)      # it may wait for the AOF
-            else:
-                self.write_out(payload, pipelined)
+            self.deliver(self.call.out.take(), pipelined)
         if self.session.kill_requested:
             self.close_after_replies()
         return 0
+
+    cpdef deliver(self, bytes payload, bint pipelined=False):
+        """Write replies now (at the turn's end for a pipelined read), or
+        once the AOF records they may depend on are written (see above)."""
+        cdef ServerCore server = self.server
+        cdef uint64_t gen = server.node.aof.reply_gen() if server.node.aof_enabled else 0
+        if gen == 0:
+            self.write_out(payload, pipelined)
+            return
+        if (self.closing and not self.draining) or self._transport is None:
+            return
+        if gen > self.held_gen:
+            self.held_gen = gen
+        server.stats.net_output_bytes += PyBytes_GET_SIZE(payload)
+        if self._out is not None:
+            self._out.append(payload)
+        else:
+            self._out = [payload]
+            server.want_flush(self)
+
+    @property
+    def holding_replies(self):
+        """Whether replies wait for the AOF (closing waits for them)."""
+        return self.held_gen > self.server.node.aof.released_gen
 
     cpdef write_out(self, bytes payload, bint pipelined=False):
         """Send replies now, or at the end of this loop turn (see Output)."""
@@ -242,10 +267,13 @@ cdef class ConnectionBase:
             self._transport_write(payload)
 
     cpdef flush_out(self):
-        """Write the replies kept (a connection closing writes them first)."""
+        """Write the replies kept (a connection closing writes them first),
+        but not those still waiting for the AOF: a closing connection drops
+        them (their outcome is unknown to the client)."""
         cdef list out = self._out
-        if out is None:
+        if out is None or self.held_gen > self.server.node.aof.released_gen:
             return
+        self.held_gen = 0
         self._out = None
         if self._transport is not None:
             self._transport_write(out[0] if len(out) == 1 else b"".join(out))

@@ -49,6 +49,7 @@ cdef class ServerCore:
     cdef public bytes _requirepass
     cdef public object timing_clock       # None: CLOCK_MONOTONIC, read in C
     cdef list _unflushed                  # connections with replies of this loop turn
+    cdef list _waiting                    # connections whose replies wait for an fsync
     cdef bint _flush_scheduled
     cdef bint _batching                   # the last flush wrote to several connections
     cdef void* _last_writer               # the connection written to last (identity only)
@@ -59,6 +60,7 @@ cdef class ServerCore:
     # Hooks: the server layer's (server/state.py's ServerState overrides
     # each; server.pxi says what each must do).
     cpdef schedule_flush(self)
+    cpdef write_aof(self)
     cpdef bint aof_accepts(self) except -1
     cpdef command_took(self, command, list argv, double seconds)
 
@@ -66,3 +68,4 @@ cdef class ServerCore:
     cdef bint disk_accepts(self) except -1
     cdef double now(self) except? -1
     cdef int want_flush(self, ConnectionBase conn) except -1
+    cdef int _write_or_wait(self, ConnectionBase conn, uint64_t released) except -1

@@ -4,12 +4,13 @@
 # else; Python code reads and writes these fields as plain attributes.
 #
 # What ServerCore calls on the server layer is declared (server.pxd):
-# schedule_flush (the event loop's turn ends), aof_accepts (-MISCONF) and
-# command_took (a slow command), which ServerState overrides; a subclass
+# schedule_flush (the event loop's turn ends), write_aof (the turn's AOF
+# records are written), aof_accepts (-MISCONF) and command_took (a slow
+# command), which ServerState overrides; a subclass
 # that lacks one is refused when it is made (require_overrides, which the
 # connection's base uses too).
 
-cdef tuple SERVER_HOOKS = ("schedule_flush", "aof_accepts", "command_took")
+cdef tuple SERVER_HOOKS = ("schedule_flush", "write_aof", "aof_accepts", "command_took")
 cdef set _checked_types = set()
 
 
@@ -47,11 +48,18 @@ cdef class ServerCore:
     def __cinit__(self, *args, **kwargs):
         require_overrides(type(self), ServerCore, SERVER_HOOKS)
         self._unflushed = []
+        self._waiting = []
 
     # ------------------------------------------- hooks: the server layer's
 
     cpdef schedule_flush(self):
         """Call flush_replies once this loop turn has read every socket ready."""
+        raise NotImplementedError
+
+    cpdef write_aof(self):
+        """Write the AOF records of this turn (AofLog.take) before its
+        replies leave; then advance the log's batches, or fail the replies
+        that waited for a batch that could not be written (take_failed)."""
         raise NotImplementedError
 
     cpdef bint aof_accepts(self) except -1:
@@ -110,22 +118,70 @@ cdef class ServerCore:
             self._flush_scheduled = True
         return 0
 
+    def aof_records_due(self):
+        """The AofLog's on_records hook: this turn has records to write."""
+        if not self._flush_scheduled:
+            self.schedule_flush()
+            self._flush_scheduled = True
+
     def flush_replies(self):
-        """Write the replies of this loop turn, one write per connection."""
+        """The turn's end: its AOF records first, then its replies, one
+        write per connection (those waiting for an fsync wait on)."""
         cdef ConnectionBase conn
+        cdef uint64_t released
+        self._flush_scheduled = False
+        if self.node.aof.scheduled:
+            self.write_aof()
         unflushed = self._unflushed
         self._unflushed = []
-        self._flush_scheduled = False
+        if not unflushed:
+            return
         self._batching = len(unflushed) > 1
         self._last_writer = <void*>unflushed[len(unflushed) - 1]
+        released = self.node.aof.released_gen
         error = None
         for conn in unflushed:
             try:
-                conn.flush_out()
+                self._write_or_wait(conn, released)
             except Exception as exc:
                 error = exc                # the others still get their replies
         if error is not None:
             raise error                    # the loop's exception handler logs it
+
+    cdef int _write_or_wait(self, ConnectionBase conn, uint64_t released) except -1:
+        if conn._out is None:
+            return 0                       # closed meanwhile, or its replies failed
+        if conn.held_gen > released:
+            self._waiting.append(conn)     # an fsync will release it
+            return 0
+        conn.flush_out()
+        if conn.draining:
+            conn.close_after_replies()     # what it owed has left
+        return 0
+
+    def release_held(self):
+        """The AOF's released batch advanced (an fsync ended): write the
+        replies that waited for it."""
+        cdef ConnectionBase conn
+        waiting = self._waiting
+        self._waiting = []
+        released = self.node.aof.released_gen
+        for conn in waiting:
+            self._write_or_wait(conn, released)
+
+    def take_failed(self, uint64_t first, uint64_t last):
+        """The connections whose replies wait for a batch from `first` to
+        `last` that could not be made durable: their replies are dropped
+        (they must not claim success), and the caller closes them."""
+        cdef ConnectionBase conn
+        failed = []
+        for group in (self._unflushed, self._waiting):
+            for conn in group:
+                if conn._out is not None and first <= conn.held_gen <= last:
+                    conn._out = None
+                    conn.held_gen = 0
+                    failed.append(conn)
+        return failed
 
     def monotonic(self):
         return self.now()

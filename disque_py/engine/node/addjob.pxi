@@ -8,7 +8,6 @@
 # replication.py answers it). On a node that has met no peer, REPLICATE
 # defaults to 1.
 
-from disque_py.base.effects import AofLoadJob
 from disque_py.base.errors import (CommandError, MaxlenError, NoReplError, OutOfMemoryError,
                                    PausedError)
 from disque_py.base.replies import (CANNOT_HOLD_COPY, DELAY_NOT_BELOW_TTL, ID_COLLISION,
@@ -115,7 +114,7 @@ cdef Job create_job(NodeCore node, bytes queue, Queue q, const char* body, Py_ss
     elif keep_copy(external, async_):    # delayed, or external: a holder will queue it
         node.update_awake(job)
     if node.aof_enabled and not external:
-        node.effects.append(AofLoadJob(job))
+        node.aof.note(AOF_JOB, job)
     if extra_copies:
         copies_replicate(node, job, extra_copies, True)
     if not keep_copy(external, async_) and PyTuple_GET_SIZE(<object>job.delivered_):

@@ -40,7 +40,8 @@ cdef class NodeCore:
     cdef public int64_t memory_evict_at
     cdef public bint evict_jobs
     cdef public bint leaving
-    cdef public bint aof_enabled
+    cdef public bint aof_enabled           # records are noted in `aof`
+    cdef public AofLog aof
     cdef public bint has_peers
     cdef public int cluster_size
     cdef public int reachable_peers        # peers not flagged failing (REPLICATE's bound)

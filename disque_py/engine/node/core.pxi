@@ -37,7 +37,6 @@
 
 from libc.time cimport time_t
 
-from disque_py.base.effects import AofDelJob, AofLoadJob
 from disque_py.base.errors import NoReplError
 from disque_py.base.replies import REMOVED_BEFORE_COPIES
 from disque_py.formats.bus import MSG_DEAD, MSG_INCR_DELIV, MSG_INCR_NACKS
@@ -65,6 +64,7 @@ cdef class NodeCore:
         self.jobs = JobTable.__new__(JobTable)
         self.schedule = AwakeSchedule.__new__(AwakeSchedule)
         self.effects = []
+        self.aof = AofLog.__new__(AofLog)
         self.extras = {}
         self.ready = {}
         self.options_readers = {}
@@ -180,7 +180,7 @@ cdef class NodeCore:
         if self.extras:
             self.extras.pop(job, None)
         if self.aof_enabled and (job.state == ACTIVE or job.state == QUEUED):
-            self.effects.append(AofDelJob(job.id))
+            self.aof.note(AOF_GONE, job)
         self.used_memory -= JOB_MEMORY_OVERHEAD + job.body_len
         self.schedule.unschedule(job)
         if job.state == QUEUED:
@@ -206,7 +206,7 @@ cdef class NodeCore:
     cpdef persist_job(self, Job job):
         """The job's state becomes durable (when the AOF is on)."""
         if self.aof_enabled:
-            self.effects.append(AofLoadJob(job))
+            self.aof.note(AOF_JOB, job)
 
     cpdef set_requeue_time(self, Job job, int64_t qtime):
         """Move the next re-queue; never revives an at-most-once job."""
@@ -326,7 +326,7 @@ cdef class NodeCore:
         if self.watch_jobs or self.watch_queues:
             self.hooks.job_done(job, GONE_ACKED)
         if self.aof_enabled:
-            self.effects.append(AofDelJob(job.id))   # acks are not persisted: the job is gone
+            self.aof.note(AOF_GONE, job)    # acks are not persisted: the job is gone
         if self.extras:
             extra = self.extras.get(job)
             if extra is not None:

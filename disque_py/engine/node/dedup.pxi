@@ -36,7 +36,6 @@
 # every key at a rewrite) and UNDEDUP records (a failed ADDJOB) carry the
 # rest. Expired keys are skipped when loaded.
 
-from disque_py.base.effects import AofDedup, AofUndedup
 from disque_py.base.replies import DEDUP_TABLE_FULL
 
 
@@ -158,7 +157,7 @@ cdef int dedup_log(NodeCore node, Job job) except -1:
     (written once its copies are made: a restart must not bring back the
     key of an ADDJOB that did not succeed)."""
     if job.dedup_ != NULL and node.aof_enabled:
-        node.effects.append(AofDedup(*slot_fields(job.dedup_)))
+        node.aof.note(AOF_DEDUP, slot_fields(job.dedup_))
     return 0
 
 
@@ -169,8 +168,7 @@ cdef int dedup_forget(NodeCore node, Job job) except -1:
         return 0
     node.used_memory -= node.dedup.unlink(slot)
     if node.aof_enabled:
-        queue, key, job_id, _ = slot_fields(slot)
-        node.effects.append(AofUndedup(queue, key, job_id))
+        node.aof.note(AOF_UNDEDUP, slot_fields(slot))
     return 0
 
 
