@@ -206,9 +206,7 @@ class AofWriter:
             self.fd = -1
         self.log.drop()
         self._unwritten = b""
-        waited = self.log.written_gen + 1
-        self._answer(False, waited)                  # every reply still waiting
-        self.on_failed(1, waited, "the AOF was closed")
+        self._fail(self.log.written_gen + 1, "the AOF was closed")   # every reply waiting
         self.log.released_gen = self.log.written_gen
         self.state = OFF
 
@@ -306,9 +304,7 @@ class AofWriter:
             self.reserved = self.offset
         except OSError:
             pass
-        failed = self.log.written_gen + 1
-        self._answer(False, failed, first=failed)
-        self.on_failed(failed, failed, self.last_error)
+        self._fail(self.log.written_gen + 1, self.last_error)
 
     def _enter_error(self, error: OSError, message: str) -> None:
         reason = error.strerror or str(error)
@@ -329,6 +325,14 @@ class AofWriter:
         """Batches up to gen are durable."""
         self.synced_gen = max(self.synced_gen, gen)
         self._release(gen)
+
+    def _fail(self, last: int, reason: str) -> None:
+        """The replies waiting for batches up to `last` (those not released
+        already) cannot claim success: their waiters are told, and their
+        connections closed (on_failed)."""
+        first = self.log.released_gen + 1
+        self._answer(False, last, first=first)
+        self.on_failed(first, last, reason)
 
     def _release(self, gen: int) -> None:
         """Replies waiting for batches up to gen may leave."""
@@ -428,10 +432,9 @@ class AofWriter:
 
     def _fsync_failed(self, error: OSError, target: int) -> None:
         self._enter_error(error, "fsync of the AOF failed: %s")
+        self._fail(target, self.last_error)
         if target > self.log.released_gen:
             self.log.released_gen = target              # later replies do not wait
-        self._answer(False, target)
-        self.on_failed(1, target, self.last_error)
 
     def every_second(self) -> None:
         """The cron: everysec fsyncs; a writer in error state retries."""
