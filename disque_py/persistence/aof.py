@@ -206,7 +206,7 @@ class AofWriter:
             self.fd = -1
         self.log.drop()
         self._unwritten = b""
-        self._fail(self.log.written_gen + 1, "the AOF was closed")   # every reply waiting
+        self._fail(1, self.log.written_gen + 1, "the AOF was closed")   # every reply waiting
         self.log.released_gen = self.log.written_gen
         self.state = OFF
 
@@ -304,7 +304,8 @@ class AofWriter:
             self.reserved = self.offset
         except OSError:
             pass
-        self._fail(self.log.written_gen + 1, self.last_error)
+        failed = self.log.written_gen + 1          # the batch that was not written
+        self._fail(failed, failed, self.last_error)
 
     def _enter_error(self, error: OSError, message: str) -> None:
         reason = error.strerror or str(error)
@@ -326,11 +327,11 @@ class AofWriter:
         self.synced_gen = max(self.synced_gen, gen)
         self._release(gen)
 
-    def _fail(self, last: int, reason: str) -> None:
-        """The replies waiting for batches up to `last` (those not released
+    def _fail(self, first: int, last: int, reason: str) -> None:
+        """The replies waiting for batches first..last (but those released
         already) cannot claim success: their waiters are told, and their
         connections closed (on_failed)."""
-        first = self.log.released_gen + 1
+        first = max(first, self.log.released_gen + 1)
         self._answer(False, last, first=first)
         self.on_failed(first, last, reason)
 
@@ -432,7 +433,7 @@ class AofWriter:
 
     def _fsync_failed(self, error: OSError, target: int) -> None:
         self._enter_error(error, "fsync of the AOF failed: %s")
-        self._fail(target, self.last_error)
+        self._fail(1, target, self.last_error)
         if target > self.log.released_gen:
             self.log.released_gen = target              # later replies do not wait
 
