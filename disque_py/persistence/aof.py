@@ -89,8 +89,11 @@ class FileOps(DiskFaults):
             offset += written
 
     def fsync(self, fd: int) -> None:
+        """fdatasync, as Redis and Disque do on Linux: the data and what
+        reading it back needs, not the timestamps (the size is reserved
+        ahead, so appends change no size to flush)."""
         self.check()
-        os.fsync(fd)
+        os.fdatasync(fd)
 
     def reserve(self, fd: int, offset: int, length: int) -> None:
         self.check()
