@@ -192,9 +192,10 @@ def ordered(round_index: int, servers: Sequence) -> list:
 _SCRATCH: list[Path] = []
 
 
-def scratch_dir(prefix: str) -> Path:
-    """A fresh temporary directory, removed when the script exits."""
-    path = Path(tempfile.mkdtemp(prefix=prefix))
+def scratch_dir(prefix: str, parent: Path | None = None) -> Path:
+    """A fresh temporary directory (under `parent`, or $TMPDIR), removed
+    when the script exits."""
+    path = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
     if not _SCRATCH:
         atexit.register(lambda: [shutil.rmtree(p, ignore_errors=True) for p in _SCRATCH])
     _SCRATCH.append(path)
@@ -498,8 +499,8 @@ def _first_line(cmd: list[str]) -> str:
         return f"unavailable ({error})"
 
 
-def require_tools() -> None:
-    missing = [tool for tool in (REDIS_SERVER, REDIS_BENCHMARK) if shutil.which(tool) is None]
+def require_tools(tools: Sequence[str] = (REDIS_SERVER, REDIS_BENCHMARK)) -> None:
+    missing = [tool for tool in tools if shutil.which(tool) is None]
     if missing:
         sys.exit(f"missing on PATH: {', '.join(missing)} (Debian: apt-get install redis-tools "
                  f"redis-server)")
