@@ -8,8 +8,9 @@ persistence benchmarks need, so that no script copies another:
   DISQUE_BINARY) names its disque-server, Disque 1.0-rc1 (common.OriginalDisque),
   each started in a fresh directory with the AOF named AOF_NAME;
 - where the AOFs go (a directory on a real disk, `df -T` printed);
-- a pipelined fill of queued jobs, BGREWRITEAOF timed until INFO says done,
-  a start-up timed until the first +PONG, a stop by SHUTDOWN;
+- a pipelined fill of queued jobs; BGREWRITEAOF timed until INFO says
+  done, with the worst PING round trip meanwhile; a start-up timed until
+  the first +PONG; a stop by SHUTDOWN;
 - Paired: per-round values of each server and the median of the per-round
   ratios disque-py / Disque C.
 
@@ -20,6 +21,7 @@ exit.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shlex
 import socket
@@ -29,8 +31,11 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from common import (BODY, HOST, DisqueServer, OriginalDisque, Pinning, command, info,
-                    median, pipelined_fill, ratio, run_async, scratch_dir)
+import hiredis
+
+from common import (BODY, HOST, DisqueServer, LatencyProbe, OriginalDisque, Pinning,
+                    RespConnection, info, median, parse_info, pipelined_fill, ratio,
+                    run_async, scratch_dir)
 from disque_py.formats.resp import encode_command
 
 AOF_NAME = "bench.aof"
@@ -119,22 +124,41 @@ def rewrite_state(fields: dict[str, str]) -> tuple[bool, str]:
     return busy, fields.get("aof_last_bgrewrite_status", "?")
 
 
-def rewrite_and_wait(port: int, timeout: float = 1800) -> float:
-    """BGREWRITEAOF, then INFO persistence until no rewrite runs; seconds.
+def rewrite(port: int, timeout: float = 1800) -> dict:
+    """BGREWRITEAOF, then INFO persistence until no rewrite runs, while a
+    probe PINGs every millisecond. Returns the seconds from the command to
+    the INFO that shows it done, and the worst PING round trip during it.
     Raises when the rewrite did not succeed."""
-    started = time.perf_counter()
-    command(port, "BGREWRITEAOF")
-    deadline = started + timeout
-    while True:
-        busy, status = rewrite_state(info(port, "persistence"))
-        if not busy:
-            break
-        if time.perf_counter() > deadline:
-            raise RuntimeError(f"the rewrite on port {port} still runs after {timeout}s")
-        time.sleep(POLL_S)
+    return run_async(_timed_rewrite(port, timeout))
+
+
+async def _timed_rewrite(port: int, timeout: float) -> dict:
+    probe = await LatencyProbe(port).start()
+    conn = await RespConnection.open(port)
+    try:
+        await asyncio.sleep(0.1)                      # the probe's quiet round trips
+        started = time.perf_counter()
+        reply = await conn.call("BGREWRITEAOF")
+        if isinstance(reply, hiredis.ReplyError):
+            raise RuntimeError(f"BGREWRITEAOF on port {port}: {reply}")
+        while True:
+            fields = parse_info((await conn.call("INFO", "persistence")).decode())
+            busy, status = rewrite_state(fields)
+            if not busy:
+                break
+            if time.perf_counter() - started > timeout:
+                raise RuntimeError(f"the rewrite on port {port} still runs after {timeout}s")
+            await asyncio.sleep(POLL_S)
+        ended = time.perf_counter()
+    finally:
+        await probe.stop()
+        conn.close()
     if status != "ok":
         raise RuntimeError(f"the rewrite on port {port} ended with status {status}")
-    return time.perf_counter() - started
+    return {"rewrite_s": ended - started,
+            "worst_ping_ms": 1000 * probe.worst_between(started, ended),
+            "median_ping_ms": 1000 * probe.median(),
+            "rewritten_bytes": int(fields.get("aof_current_size", 0))}
 
 
 def filled_aof(kind, root: Path, pinning: Pinning, jobs: int, keep: Path) -> dict:
@@ -146,13 +170,13 @@ def filled_aof(kind, root: Path, pinning: Pinning, jobs: int, keep: Path) -> dic
     try:
         fill_s = fill(server, jobs)
         held = registered_jobs(server.port)
-        rewrite_s = rewrite_and_wait(server.port)
+        rewritten = rewrite(server.port)
     finally:
         server.stop(timeout=300)
     os.replace(aof_file(server), keep)
     size = keep.stat().st_size
     return {"server": kind.label, "jobs": jobs, "registered_jobs": held, "fill_s": fill_s,
-            "rewrite_s": rewrite_s, "bytes": size, "bytes_per_job": size / jobs,
+            "rewrite_s": rewritten["rewrite_s"], "bytes": size, "bytes_per_job": size / jobs,
             "command": shlex.join(server.command_line())}
 
 

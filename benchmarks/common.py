@@ -129,9 +129,13 @@ class OriginalDisque(RedisServer):
     label = "disque 1.0-rc1"
     binary = ""
 
+    def __init__(self, directory: Path, pinning: Pinning, args: Sequence[str] = ()) -> None:
+        super().__init__(directory, pinning, args)
+        self.log_path = self.dir / "disque.log"
+
     def command_line(self) -> list[str]:
         return self.prefix + [self.binary, "--port", str(self.port), "--bind", HOST,
-                              "--dir", str(self.dir), "--logfile", str(self.dir / "disque.log")
+                              "--dir", str(self.dir), "--logfile", str(self.log_path)
                               ] + self.args
 
     def flush(self) -> None:
@@ -222,7 +226,11 @@ def command(port: int, *args, timeout: float = 30.0):
 
 
 def info(port: int, section: str = "") -> dict[str, str]:
-    text = command(port, "INFO", *([section] if section else []))
+    return parse_info(command(port, "INFO", *([section] if section else [])))
+
+
+def parse_info(text: str) -> dict[str, str]:
+    """The fields of an INFO reply."""
     fields = {}
     for line in text.splitlines():
         if line and not line.startswith("#") and ":" in line:
