@@ -161,23 +161,31 @@ async def _timed_rewrite(port: int, timeout: float) -> dict:
             "rewritten_bytes": int(fields.get("aof_current_size", 0))}
 
 
-def filled_aof(kind, root: Path, pinning: Pinning, jobs: int, keep: Path) -> dict:
+def filled_aof(kind, root: Path, pinning: Pinning, jobs: int, keep: Path,
+               as_written: bool = False) -> dict:
     """Start a fresh server with the AOF on, fill it with `jobs` queued jobs,
     BGREWRITEAOF, stop it and keep its AOF at `keep`: a file of the server's
-    own current format, written by the server itself."""
+    own current format, written by the server itself. `as_written`: no
+    rewrite, and kill -9 instead of a stop, so the file is what the write
+    path left behind when the node crashed."""
     server = new_server(kind, root, pinning, ["--appendonly", "yes"] + NO_AUTO_REWRITE, "fill-")
     server.start()
     try:
         fill_s = fill(server, jobs)
         held = registered_jobs(server.port)
-        rewritten = rewrite(server.port)
+        rewrite_s = float("nan") if as_written else rewrite(server.port)["rewrite_s"]
+        # INFO's size, not the file's: a file may be preallocated past its end.
+        size = int(info(server.port, "persistence")["aof_current_size"])
     finally:
-        server.stop(timeout=300)
+        if as_written:
+            server.kill()
+        else:
+            server.stop(timeout=300)
     os.replace(aof_file(server), keep)
-    size = keep.stat().st_size
     return {"server": kind.label, "jobs": jobs, "registered_jobs": held, "fill_s": fill_s,
-            "rewrite_s": rewritten["rewrite_s"], "bytes": size, "bytes_per_job": size / jobs,
-            "command": shlex.join(server.command_line())}
+            "rewrite_s": rewrite_s, "bytes": size, "file_bytes": keep.stat().st_size,
+            "bytes_per_job": size / jobs,
+            "as_written": as_written, "command": shlex.join(server.command_line())}
 
 
 # ------------------------------------------------------------ start and stop

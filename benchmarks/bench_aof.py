@@ -25,7 +25,7 @@ benchmark, bench_aof_load.py --rewrite).
 Reported per row: each server's median rate with its range, the median of
 the per-round ratios disque-py / Disque C with their range, the ratio of
 each server to its own `off` row, and AOF bytes per ADDJOB (file size after
-the run / requests). Then, once per server, the bytes per queued job of a
+the run, INFO's aof_current_size, / requests). Then, once per server, the bytes per queued job of a
 rewritten AOF: a fresh server filled with --fill-jobs queued jobs, one
 BGREWRITEAOF, the file's size / jobs. The directory must be on a real
 disk (fsync on tmpfs costs nothing); `df -T` of it is printed. The issue's
@@ -48,9 +48,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from aof_common import (ADDJOB, C, NO_AUTO_REWRITE, PY, Paired, add_disque_option,  # noqa: E402
                         aof_file, aof_root, filesystem_of, filled_aof, new_server,
                         server_kinds, shown)
-from common import (BODY, REDIS_BENCHMARK, Pinning, median, ordered, print_commands, print_header,  # noqa: E402
-                    print_table, ratio, redis_benchmark_command, require_tools,
-                    run_redis_benchmark)
+from common import (BODY, REDIS_BENCHMARK, Pinning, info, median, ordered,  # noqa: E402
+                    print_commands, print_header, print_table, ratio,
+                    redis_benchmark_command, require_tools, run_redis_benchmark)
 
 CONNECTIONS = 50
 SHORT = {C: "C", PY: "py"}
@@ -95,11 +95,11 @@ def measure(kind, row: Row, root: Path, pinning: Pinning, requests: int, run: Ru
         cmd = redis_benchmark_command(server.port, requests, clients=CONNECTIONS,
                                       pipeline=row.pipeline, command_args=ADDJOB)
         rps, cpu, loader = run_redis_benchmark(cmd, server.pid)
+        # INFO's size, not the file's: a file may be preallocated past its end.
+        size = int(info(server.port, "persistence").get("aof_current_size", 0))
     finally:
         server.stop(timeout=120)
-    path = aof_file(server)
-    size = path.stat().st_size if path.exists() else 0
-    path.unlink(missing_ok=True)
+    aof_file(server).unlink(missing_ok=True)
     run.rates.add(row.name, kind.label, rps)
     run.server_cpu.add(row.name, kind.label, cpu)
     run.loader_cpu.add(row.name, kind.label, loader)

@@ -2,13 +2,15 @@
 jobs: disque-py beside Disque 1.0-rc1 in one run.
 
     python benchmarks/bench_aof_load.py [--disque PATH] [--jobs N] [--rounds N]
-                                        [--rewrite] [--aof-dir DIR] [--no-pin]
-                                        [--json FILE]
+                                        [--rewrite] [--as-written] [--aof-dir DIR]
+                                        [--no-pin] [--json FILE]
 
 Once per server: a fresh node with `--appendonly yes` is filled with N
 queued jobs (default 1,000,000; pipelined `ADDJOB q <100 bytes> 0`), then
 BGREWRITEAOF, then stopped: its AOF, in the server's own current format and
-written by the server itself, is kept. Each round, for each server (the
+written by the server itself, is kept (with --as-written: no rewrite, and
+the node is killed with SIGKILL after the fill, so the file is what the
+write path left, as after a crash). Each round, for each server (the
 one going first alternating between rounds): the file is copied into a
 fresh directory, the node started on it (`--appendonly yes`, pinned to the
 first CPU) under /usr/bin/time, PING polled until +PONG (a loading node
@@ -89,14 +91,17 @@ def one_round(kind, source: Path, jobs: int, root: Path, pinning: Pinning,
     return result
 
 
-def prepare(kinds: list, jobs: int, root: Path, pinning: Pinning) -> dict:
+def prepare(kinds: list, jobs: int, root: Path, pinning: Pinning, as_written: bool) -> dict:
     """Each server's own AOF of `jobs` queued jobs, by label."""
     sources = {}
     for kind in kinds:
-        print(f"filling {kind.label} with {jobs:,} jobs, then BGREWRITEAOF ...", flush=True)
-        made = filled_aof(kind, root, pinning, jobs, root / f"source-{kind.__name__}.aof")
-        print(f"  fill {made['fill_s']:.1f} s, rewrite {made['rewrite_s']:.1f} s, "
-              f"{made['bytes']:,} bytes, {made['bytes_per_job']:.1f} bytes/job", flush=True)
+        then = "then kill -9" if as_written else "then BGREWRITEAOF"
+        print(f"filling {kind.label} with {jobs:,} jobs, {then} ...", flush=True)
+        made = filled_aof(kind, root, pinning, jobs, root / f"source-{kind.__name__}.aof",
+                          as_written)
+        print(f"  fill {made['fill_s']:.1f} s, rewrite {made['rewrite_s']:.1f} s, AOF "
+              f"{made['bytes']:,} bytes (file {made['file_bytes']:,}), "
+              f"{made['bytes_per_job']:.1f} bytes/job", flush=True)
         sources[kind.label] = made
     return sources
 
@@ -113,7 +118,8 @@ def summary(paired: Paired, labels: list[str], with_rewrite: bool, sources: dict
     if compare:
         ratio_ = sources[PY]["bytes_per_job"] / sources[C]["bytes_per_job"]
         per_job += [f"{ratio_:.2f}x", "<= 1.00x"]
-    rows.append(["AOF bytes per queued job (rewritten file)"] + per_job)
+    which = "as written" if sources[labels[0]]["as_written"] else "rewritten"
+    rows.append([f"AOF bytes per queued job ({which} file)"] + per_job)
     return rows
 
 
@@ -124,6 +130,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--rewrite", action="store_true",
                         help="after each load, also time a BGREWRITEAOF and its worst PING gap")
+    parser.add_argument("--as-written", action="store_true",
+                        help="restart from the AOF the write path left (fill, kill -9), "
+                             "not from a rewritten one")
     parser.add_argument("--aof-dir", type=Path,
                         help="where the AOFs go; must be a real disk (default: $TMPDIR)")
     parser.add_argument("--no-pin", action="store_true",
@@ -145,7 +154,7 @@ def main() -> int:
     filesystem = filesystem_of(root)
     print(f"\nAOF directory {root}:\n{filesystem}\n", flush=True)
     started = time.perf_counter()
-    sources = prepare(kinds, args.jobs, root, pinning)
+    sources = prepare(kinds, args.jobs, root, pinning, args.as_written)
     paired, rounds, commands = Paired(), [], {}
     for index in range(args.rounds):
         for kind in ordered(index, kinds):
@@ -159,7 +168,8 @@ def main() -> int:
             print(f"round {index + 1} {kind.label:15} ready {result['ready_s']:.2f} s"
                   + (f", rewrite {result['rewrite_s']:.2f} s, worst PING "
                      f"{result['worst_ping_ms']:.1f} ms" if args.rewrite else ""), flush=True)
-    print_commands([s["command"] + "   # fill + BGREWRITEAOF" for s in sources.values()]
+    print_commands([s["command"] + ("   # fill, kill -9" if args.as_written else
+                                    "   # fill + BGREWRITEAOF") for s in sources.values()]
                    + list(commands.values()))
     print_table(["figure"] + labels + (["ratio py/C median (range)", "target"]
                                        if C in labels else []),
