@@ -57,7 +57,9 @@ FIGURES = [
     ("rewrite_s", "BGREWRITEAOF to aof_rewrite_in_progress:0, s", "{:.2f}", "<= 0.50x"),
     ("worst_ping_ms", "worst PING round trip during the rewrite, ms", "{:.1f}",
      "py <= 50 ms"),
+    ("rewritten_per_job", "that rewrite's AOF bytes per job", "{:.1f}", ""),
 ]
+REWRITE_FIGURES = ("rewrite_s", "worst_ping_ms", "rewritten_per_job")
 
 
 def timed_start(kind, source: Path, root: Path, pinning: Pinning):
@@ -80,6 +82,7 @@ def one_round(kind, source: Path, jobs: int, root: Path, pinning: Pinning,
             raise RuntimeError(f"{kind.label} loaded {held} jobs of {jobs}")
         if with_rewrite:
             result.update(rewrite(server.port))
+            result["rewritten_per_job"] = result["rewritten_bytes"] / jobs
     finally:
         shutdown(server)
     wall, user, system, rss_kb = (server.dir / "time.txt").read_text().split("TIME ")[1].split()
@@ -110,7 +113,7 @@ def summary(paired: Paired, labels: list[str], with_rewrite: bool, sources: dict
     compare = C in labels
     rows = []
     for key, title, fmt, target in FIGURES:
-        if key in ("rewrite_s", "worst_ping_ms") and not with_rewrite:
+        if key in REWRITE_FIGURES and not with_rewrite:
             continue
         rows.append([title] + [paired.cell(key, label, fmt) for label in labels]
                     + ([paired.ratio_cell(key), target] if compare else []))
