@@ -129,9 +129,13 @@ class OriginalDisque(RedisServer):
     label = "disque 1.0-rc1"
     binary = ""
 
+    def __init__(self, directory: Path, pinning: Pinning, args: Sequence[str] = ()) -> None:
+        super().__init__(directory, pinning, args)
+        self.log_path = self.dir / "disque.log"
+
     def command_line(self) -> list[str]:
         return self.prefix + [self.binary, "--port", str(self.port), "--bind", HOST,
-                              "--dir", str(self.dir), "--logfile", str(self.dir / "disque.log")
+                              "--dir", str(self.dir), "--logfile", str(self.log_path)
                               ] + self.args
 
     def flush(self) -> None:
@@ -192,9 +196,10 @@ def ordered(round_index: int, servers: Sequence) -> list:
 _SCRATCH: list[Path] = []
 
 
-def scratch_dir(prefix: str) -> Path:
-    """A fresh temporary directory, removed when the script exits."""
-    path = Path(tempfile.mkdtemp(prefix=prefix))
+def scratch_dir(prefix: str, parent: Path | None = None) -> Path:
+    """A fresh temporary directory (under `parent`, or $TMPDIR), removed
+    when the script exits."""
+    path = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
     if not _SCRATCH:
         atexit.register(lambda: [shutil.rmtree(p, ignore_errors=True) for p in _SCRATCH])
     _SCRATCH.append(path)
@@ -221,7 +226,11 @@ def command(port: int, *args, timeout: float = 30.0):
 
 
 def info(port: int, section: str = "") -> dict[str, str]:
-    text = command(port, "INFO", *([section] if section else []))
+    return parse_info(command(port, "INFO", *([section] if section else [])))
+
+
+def parse_info(text: str) -> dict[str, str]:
+    """The fields of an INFO reply."""
     fields = {}
     for line in text.splitlines():
         if line and not line.startswith("#") and ":" in line:
@@ -498,8 +507,8 @@ def _first_line(cmd: list[str]) -> str:
         return f"unavailable ({error})"
 
 
-def require_tools() -> None:
-    missing = [tool for tool in (REDIS_SERVER, REDIS_BENCHMARK) if shutil.which(tool) is None]
+def require_tools(tools: Sequence[str] = (REDIS_SERVER, REDIS_BENCHMARK)) -> None:
+    missing = [tool for tool in tools if shutil.which(tool) is None]
     if missing:
         sys.exit(f"missing on PATH: {', '.join(missing)} (Debian: apt-get install redis-tools "
                  f"redis-server)")
