@@ -110,13 +110,14 @@ $(call apt_install,$$missing)
 endef
 
 # What installing needs before the venv exists: venv itself, a C compiler,
-# the C library's headers and the headers of $(PYTHON) (Debian's python3;
+# the C library's headers, xxHash's (the AOF records' checksum) and the
+# headers of $(PYTHON) (Debian's python3;
 # another interpreter must bring its own headers, and the check says so).
 build-deps:
 	@missing=""; \
 	command -v cc >/dev/null || missing="$$missing gcc"; \
 	[ -e /usr/include/stdio.h ] || missing="$$missing libc6-dev"; \
-	[ -e /usr/include/zlib.h ] || missing="$$missing zlib1g-dev"; \
+	[ -e /usr/include/xxhash.h ] || missing="$$missing libxxhash-dev"; \
 	$(PYTHON) -c "import venv, ensurepip" 2>/dev/null || missing="$$missing python3-venv"; \
 	$(HAS_PYTHON_H) || missing="$$missing python3-dev"; \
 	$(call apt_install,$$missing)

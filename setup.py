@@ -52,7 +52,6 @@ engine = Extension(
     define_macros=[("ENGINE_SOURCE_HASH", '"%s"' % SOURCE_HASH)],
     extra_compile_args=COMPILE_FLAGS,
     extra_link_args=LINK_FLAGS,
-    libraries=["z"],        # zlib's crc32: the AOF records' checksum
 )
 
 setup(ext_modules=cythonize([engine], force=True, language_level=3,

@@ -7,7 +7,7 @@ cpdef enum:
     AOF_DEDUP = 0x4B                   # 'K': a DEDUP key kept beyond its job's record
     AOF_UNDEDUP = 0x55                 # 'U': that key forgotten (its ADDJOB failed)
     AOF_RECORD_HEAD = 5                # kind (1 byte), payload length (4)
-    AOF_RECORD_OVERHEAD = 9            # the head and the CRC-32 (4) after the payload
+    AOF_RECORD_OVERHEAD = 9            # the head and the checksum (4) after the payload
     AOF_DEDUP_FIXED = 52               # until-ms (8), job ID (40), queue length (4)
     AOF_MAX_PAYLOAD = 600 * 1024 * 1024
     # What read_record found

