@@ -343,7 +343,8 @@ class AofWriter:
         log_ = self.log
         if gen > log_.released_gen:
             log_.released_gen = gen
-        self._answer(True, gen)
+        if self._waiting:
+            self._answer(True, gen)
         self.on_released()
 
     def set_policy(self, policy: str) -> None:

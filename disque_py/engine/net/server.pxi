@@ -163,6 +163,8 @@ cdef class ServerCore:
         """The AOF's released batch advanced (an fsync ended): write the
         replies that waited for it."""
         cdef ConnectionBase conn
+        if not self._waiting:
+            return                         # every turn calls it: most have none
         waiting = self._waiting
         self._waiting = []
         released = self.node.aof.released_gen
