@@ -1,9 +1,12 @@
 """Rewriting the AOF down to the live jobs, without stopping the server.
 
 A Rewrite walks the jobs table partition by partition, a slice per loop
-turn, writing a LOADJOB record for every active or queued job into a
-temporary file next to the AOF, then a DEDUP record for every DEDUP key
-the node remembered when the rewrite started (a key outlives its job).
+turn, making a 'J' record for every active or queued job, then a 'K'
+record for every DEDUP key the node remembered when the rewrite started
+(a key outlives its job): the engine makes them (engine/aof/rewrite.pxi:
+RewriteWalk) into a buffer, written to a temporary file next to the AOF
+in blocks of REWRITE_WRITE_BLOCK bytes, so each turn of the loop costs a
+few milliseconds and the writes stay few and large.
 Records appended meanwhile also go to its buffer (AofWriter.append does
 that), so whatever happens during the walk is replayed after the
 snapshot: a job created meanwhile may appear twice
@@ -28,10 +31,10 @@ import os
 import time
 
 from disque_py.base import log
-from disque_py.engine import ACTIVE, QUEUED, serialize_job
+from disque_py.engine import TABLE_PARTITIONS, RewriteWalk
 from disque_py.monitoring.latency import AOF_RENAME, AOF_REWRITE_DIFF_WRITE
 from disque_py.persistence import aof_format
-from disque_py.persistence.aof import OFF, REWRITE_SLICE_JOBS
+from disque_py.persistence.aof import OFF, REWRITE_SLICE_JOBS, REWRITE_WRITE_BLOCK
 
 TEMP_SUFFIX = ".rewrite-%d.tmp"        # after the AOF's path; %d: the server's pid
 
@@ -44,11 +47,9 @@ class Rewrite:
         self.fd = os.open(self.temp_path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
         self.size = 0
         self.buffer: list[bytes] = []
-        self._jobs = jobs                      # the jobs table (a FLUSHALL swaps it: this one stays)
-        self._next_partition = 0
-        self.jobs_total = len(jobs)            # progress (INFO): jobs at the start,
-        self.jobs_processed = 0                # ... walked so far (acked ones are skipped),
-        self.jobs_written = 0                  # ... and written as LOADJOB records
+        # The jobs table (a FLUSHALL swaps it: this one stays), walked in C.
+        self._walk = RewriteWalk(jobs)
+        self.jobs_total = len(jobs)            # progress (INFO): jobs at the start
         self._dedup_keys = dedup_keys          # (queue, key, job ID, until ms), a snapshot
         try:
             self._write(aof_format.HEADER)
@@ -56,36 +57,37 @@ class Rewrite:
             self._discard()
             raise
 
+    @property
+    def jobs_processed(self) -> int:
+        """Jobs walked so far, in any state..."""
+        return self._walk.walked
+
+    @property
+    def jobs_written(self) -> int:
+        """... and written as 'J' records."""
+        return self._walk.written
+
     def _write(self, data: bytes) -> None:
         self.writer.ops.write_all(self.fd, data, self.size)
         self.size += len(data)
 
     def step(self) -> bool:
-        """Write one slice of live jobs; True when every partition is done."""
-        records: list[bytes] = []
-        jobs = self._jobs
-        partitions = jobs.partition_count
-        while self._next_partition < partitions and len(records) < REWRITE_SLICE_JOBS:
-            walked = jobs.partition(self._next_partition)
-            self.jobs_processed += len(walked)
-            for job in walked:
-                if job.state == ACTIVE or job.state == QUEUED:
-                    records.append(aof_format.load_job_record(serialize_job(job)))
-            self._next_partition += 1
-        self.jobs_written += len(records)
+        """Make one slice of records; write them once a block is full or
+        all are made. True when every partition and key is done."""
+        walk = self._walk
         keys = self._dedup_keys
-        if self._next_partition >= partitions and keys and len(records) < REWRITE_SLICE_JOBS:
-            taken = keys[-REWRITE_SLICE_JOBS:]
-            del keys[-REWRITE_SLICE_JOBS:]
-            records.extend(aof_format.dedup_record(*entry) for entry in taken)
-        if records:
-            self._write(b"".join(records))
-        return self._next_partition >= partitions and not keys
+        done = walk.walk(REWRITE_SLICE_JOBS)
+        if done and keys:
+            walk.put_dedup_keys(keys, REWRITE_SLICE_JOBS)
+        done = done and not keys
+        if walk.buffered >= REWRITE_WRITE_BLOCK or (done and walk.buffered):
+            self._write(walk.take())
+        return done
 
     def progress_fields(self) -> list[tuple[str, object]]:
         """INFO persistence while it runs (beyond Disque; Redis 7 shows the
         like as current_save_keys_*): the share of the jobs table walked."""
-        walked = self._next_partition * 100 / self._jobs.partition_count
+        walked = self._walk.partition * 100 / TABLE_PARTITIONS
         return [
             ("aof_rewrite_jobs_total", self.jobs_total),
             ("aof_rewrite_jobs_processed", self.jobs_processed),

@@ -1,0 +1,62 @@
+# The AOF rewrite's records, made in C: the live jobs and the DEDUP keys.
+#
+# RewriteWalk walks a jobs table partition by partition (the table's own
+# order: a partition is walked whole, so a cursor between partitions is
+# all it keeps), writing a 'J' record (records.pxi: put_job_record) for
+# every active or queued job into its buffer; acked and waiting jobs have
+# none (an acked job is gone for the AOF; a waiting one is written once
+# its copies are made). Then a 'K' record per DEDUP key of a snapshot. The
+# server layer (persistence/rewrite.py) sizes the slices, takes the buffer
+# in large blocks and writes them; a walk never calls back into Python, so
+# the table cannot change under it.
+
+
+@cython.final
+cdef class RewriteWalk:
+
+    def __cinit__(self, JobTable jobs):
+        self.jobs = jobs
+        self.out = WriteBuffer.__new__(WriteBuffer)
+
+    def walk(self, Py_ssize_t max_jobs):
+        """Walk whole partitions until `max_jobs` jobs were walked (or the
+        table ends); True once every partition is walked."""
+        cdef IndexPartition* part
+        cdef Job job
+        cdef uint32_t i
+        cdef Py_ssize_t walked = 0
+        while self.partition < TABLE_PARTITIONS and walked < max_jobs:
+            part = &self.jobs._parts[self.partition]
+            self.partition += 1
+            if part.buckets == NULL:
+                continue
+            walked += part.count
+            for i in range(part.mask + 1):
+                if part.buckets[i].item == NULL:
+                    continue
+                job = <Job>part.buckets[i].item
+                if job.state == ACTIVE or job.state == QUEUED:
+                    put_job_record(self.out, job)
+                    self.written += 1
+        self.walked += walked
+        return self.partition >= TABLE_PARTITIONS
+
+    def put_dedup_keys(self, list keys, Py_ssize_t count):
+        """'K' records of up to `count` keys taken from the end of `keys`
+        (DedupTable.items()'s tuples: queue, key, job ID, window end)."""
+        cdef Py_ssize_t end = PyList_GET_SIZE(keys), i
+        cdef Py_ssize_t first = end - count if end > count else 0
+        for i in range(first, end):
+            queue, key, job_id, until_ms = <tuple>PyList_GET_ITEM(keys, i)
+            put_dedup_record(self.out, AOF_DEDUP, queue, PyBytes_AS_STRING(key),
+                             PyBytes_GET_SIZE(key), PyBytes_AS_STRING(job_id), until_ms)
+        del keys[first:]
+
+    @property
+    def buffered(self):
+        """Bytes of records made and not taken yet."""
+        return self.out.size
+
+    def take(self):
+        """The records made since the last take (b"" if none)."""
+        return self.out.take() if self.out.size else b""
