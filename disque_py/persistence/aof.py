@@ -74,8 +74,9 @@ from disque_py.persistence.durable_report import DurableReport
 RESERVE_CHUNK = 16 * 1024 * 1024       # reserved past the end at a time...
 RESERVE_LOW_WATER = 4 * 1024 * 1024    # ...again when less than this is left
 RESERVE_MIN = 1024 * 1024              # a disk short of space: writes go on with this
-REWRITE_SLICE_JOBS = 20_000           # jobs a rewrite walks per loop turn (a few ms, in C)
-REWRITE_WRITE_BLOCK = 4 * 1024 * 1024  # ... whose records it writes in blocks of this much
+REWRITE_SLICE_JOBS = 5000             # jobs a rewrite walks per loop turn (a few ms, in C)
+REWRITE_WRITE_BLOCK = 1024 * 1024      # ... whose records it writes in blocks of this much
+REWRITE_SYNC_EVERY = 32 * 1024 * 1024  # ... and fsyncs in the background every this much
 OFF, ON, WAIT_REWRITE = "off", "on", "wait-rewrite"
 
 

@@ -61,6 +61,7 @@ FORMAT_NAMES = {aof_format.DISQUE: "written by Disque 1.0", aof_format.V1: "in f
 _DEDUP_RECORDS = (aof_format.DEDUP, aof_format.UNDEDUP)
 LOAD_SLICE_COMMANDS = 1000     # older formats' records replayed per turn of the loop, as Disque
 LOAD_SLICE_RECORDS = 5000      # version 2's, replayed in C: a few ms per turn
+REWRITE_POLL_S = 0.002         # a rewrite waiting for its fsync looks again after this
 
 
 class LoadStopped(Exception):
@@ -338,7 +339,10 @@ class PersistenceService:
             return                    # aborted meanwhile
         try:
             if not rewrite.step():
-                self.loop.call_soon(self._rewrite_step, rewrite)
+                if rewrite.waiting:          # for the disk: no need to spin
+                    self.loop.call_later(REWRITE_POLL_S, self._rewrite_step, rewrite)
+                else:
+                    self.loop.call_soon(self._rewrite_step, rewrite)
                 return
             rewrite.finish()
         except OSError as error:
@@ -352,7 +356,7 @@ class PersistenceService:
         rewrite = self._new_rewrite()
         try:
             while not rewrite.step():
-                pass
+                rewrite.wait()
             rewrite.finish()
         except OSError as error:
             self._rewrite_ended(rewrite, error)
