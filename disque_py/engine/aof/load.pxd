@@ -6,6 +6,7 @@ cpdef enum:
 
 cdef enum:
     NAME_CACHE_SIZE = 64               # AofLoader's queue names (a power of two)
+    READ_AHEAD = 1024                  # bytes of the file asked for ahead of the record read
 
 
 @cython.final

@@ -35,19 +35,29 @@ cdef class AofLoader:
         that end by `data_end` (where the written data ends). True while
         records remain; False at the end or where it stopped (`status`)."""
         cdef const unsigned char[::1] view
+        cdef const char* base
         cdef AofRecordView record
-        cdef Py_ssize_t count = 0
+        cdef Py_ssize_t count = 0, ahead
         cdef int64_t now = self.node.now_ms()
         if self.status != RECORD_OK or self.pos >= data_end:
             return False
         view = data
+        base = <const char*>&view[0]
+        ahead = self.pos
         self.names = [None] * NAME_CACHE_SIZE      # queues may change between slices
         while count < max_records and self.pos < data_end:
-            self.status = read_record(<const char*>&view[0], self.pos, data_end,
-                                      view.shape[0], &record)
+            self.status = read_record(base, self.pos, data_end, view.shape[0], &record)
             if self.status != RECORD_OK:
                 self.problem = record.problem.decode()
                 return False
+            # The next job's bucket in the job table (a miss on a large
+            # table) is asked for now: it arrives while this one is made.
+            if record.end + AOF_RECORD_HEAD + JOB_ID_LEN <= data_end and \
+                    base[record.end] == AOF_JOB:
+                jobs_prefetch_id(self.node.jobs, base + record.end + AOF_RECORD_HEAD)
+            while ahead < record.end + READ_AHEAD and ahead < data_end:
+                disque_prefetch(base + ahead)       # the mapped file, a few records on
+                ahead += 64
             if self._replay(&record, now):
                 return False
             self.pos = record.end

@@ -22,24 +22,40 @@ cdef class RewriteWalk:
         """Walk whole partitions until `max_jobs` jobs were walked (or the
         table ends); True once every partition is walked."""
         cdef IndexPartition* part
-        cdef Job job
-        cdef uint32_t i
         cdef Py_ssize_t walked = 0
         while self.partition < TABLE_PARTITIONS and walked < max_jobs:
             part = &self.jobs._parts[self.partition]
             self.partition += 1
-            if part.buckets == NULL:
-                continue
-            walked += part.count
-            for i in range(part.mask + 1):
-                if part.buckets[i].item == NULL:
-                    continue
-                job = <Job>part.buckets[i].item
-                if job.state == ACTIVE or job.state == QUEUED:
-                    put_job_record(self.out, job)
-                    self.written += 1
+            if part.buckets != NULL:
+                walked += part.count
+                self._put_partition(part)
         self.walked += walked
         return self.partition >= TABLE_PARTITIONS
+
+    cdef int _put_partition(self, IndexPartition* part) except -1:
+        """The records of a partition's live jobs. On a table larger than
+        the cache every job and body is a miss: each is asked for some
+        buckets ahead (PREFETCH_AHEAD), so they arrive while others are
+        written."""
+        cdef IndexBucket* buckets = part.buckets
+        cdef uint32_t i, size = part.mask + 1
+        cdef void* ahead
+        cdef Job job
+        for i in range(size):
+            if i + PREFETCH_AHEAD < size and buckets[i + PREFETCH_AHEAD].item != NULL:
+                disque_prefetch(buckets[i + PREFETCH_AHEAD].item)
+            if i + PREFETCH_AHEAD // 2 < size:
+                ahead = buckets[i + PREFETCH_AHEAD // 2].item
+                if ahead != NULL and (<Job>ahead).body_ != NULL:
+                    disque_prefetch((<Job>ahead).body_)
+                    disque_prefetch((<Job>ahead).body_ + 64)
+            if buckets[i].item == NULL:
+                continue
+            job = <Job>buckets[i].item
+            if job.state == ACTIVE or job.state == QUEUED:
+                put_job_record(self.out, job)
+                self.written += 1
+        return 0
 
     def put_dedup_keys(self, list keys, Py_ssize_t count):
         """'K' records of up to `count` keys taken from the end of `keys`
