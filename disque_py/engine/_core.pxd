@@ -32,6 +32,9 @@ include "node/dead_letters.pxd"
 include "node/outbox.pxd"
 include "node/copies.pxd"
 include "node/dedup.pxd"
+# aof/ (second part): loading and rewriting, which reach into the node
+include "aof/load.pxd"
+include "aof/rewrite.pxd"
 # net/: the hot commands and a client connection's fast path
 include "net/hot.pxd"
 include "net/server.pxd"

@@ -31,6 +31,10 @@
 #   records.pxi      the record format (version 2): one writer, one reader
 #   log.pxi          AofLog: the records of this loop turn, and the batches
 #                    replies wait for
+#   load.pxi         AofLoader: a file's records replayed into the node, in
+#                    slices; the rule that loads a job's record
+#   rewrite.pxi      RewriteWalk: the rewrite's records of the live jobs and
+#                    the DEDUP keys
 # net/     a client's bytes and the hot commands
 #   resp.pxi         the request parser and the reply buffer
 #   hot.pxi          the hot commands: parsed, run and answered in C
@@ -78,6 +82,8 @@ include "node/copies.pxi"
 include "node/dedup.pxi"
 include "aof/records.pxi"
 include "aof/log.pxi"
+include "aof/load.pxi"
+include "aof/rewrite.pxi"
 include "net/resp.pxi"
 include "net/hot.pxi"
 include "net/server.pxi"

@@ -19,7 +19,8 @@ and the others it needs given when it is made:
 The engine calls them only through the NodeHooks wired below. Here: the
 cluster view, the dispatch of peers' job messages, the timers (tick() runs
 what the awake schedule says is due, the parked clients' deadlines, and
-each component's paced work), FLUSHALL and the AOF's jobs. The node is
+each component's paced work) and FLUSHALL; the AOF's jobs are loaded by
+the engine (engine/aof/load.pxi). The node is
 pure: no asyncio, sockets or files; effects go to `self.effects`.
 """
 
@@ -30,10 +31,8 @@ from disque_py.base.errors import LeavingError, NoReplError
 from disque_py.base.replies import LEAVING_MESSAGE, REMOVED_BEFORE_COPIES
 from disque_py.base.scantable import ScanTable
 from disque_py.config.directives import DEFAULT_MAXMEMORY
-from disque_py.engine import (ACKED, ACTIVE, DEDUP_KEY_FIELD, DEDUP_QUEUE_FIELD, DEDUP_UNTIL_FIELD,
-                              FLAG_BCAST_WILLQUEUE, GONE_EXPIRED, PAUSED_IN, QUEUED,
-                              WILLQUEUE_ADVANCE_MS, Job, JobTable, NodeCore, NodeHooks,
-                              job_options)
+from disque_py.engine import (ACKED, ACTIVE, FLAG_BCAST_WILLQUEUE, GONE_EXPIRED, PAUSED_IN,
+                              QUEUED, WILLQUEUE_ADVANCE_MS, Job, JobTable, NodeCore, NodeHooks)
 from disque_py.formats import bus as msg
 from disque_py.node.acks import Acks
 from disque_py.node.consumers import Consumers
@@ -163,43 +162,6 @@ class Node(NodeCore):
                 handler(sender, mflags, job_id, aux)
         if self.ready:
             self.consumers.serve_ready()
-
-    # ------------------------------------------------------------ the AOF
-
-    def load_job(self, record, enqueue: bool) -> bool:
-        """A job from the AOF: back as active (re-queued by its retry timer),
-        or queued again when `enqueue` (a controlled restart) and it was."""
-        now = self.clock.now_ms()
-        if record.etime * 1000 <= now:
-            self._restore_key_of_expired(record)
-            return False
-        known = self.jobs.get(record.id)
-        if known is not None:
-            # A later record of a job with options: dead-lettered, or moved
-            # back by QREQUEUE, since the first one was written.
-            if record.options is None:
-                return False
-            return self.revise(known, record.queue, record.nacks, record.deliveries,
-                               job_options(*record.options))
-        was_queued = record.state == QUEUED
-        job = self.adopt_record(record, now, ACTIVE, persist=False)
-        job.flags = record.flags
-        if job.retry:
-            job.flags |= FLAG_BCAST_WILLQUEUE
-        if enqueue and was_queued:
-            if job.retry == 0:
-                job.qtime = now          # queued once more: it never was delivered
-            self.enqueue(job)
-        return True
-
-    def _restore_key_of_expired(self, record) -> None:
-        """A job gone by TTL whose DEDUP window (WINDOW beyond its TTL) is
-        still open: its key outlives it, here too."""
-        options = record.options
-        if options is not None and options[DEDUP_KEY_FIELD] is not None:
-            queue = options[DEDUP_QUEUE_FIELD] or record.queue
-            self.restore_dedup(queue, options[DEDUP_KEY_FIELD], record.id,
-                               options[DEDUP_UNTIL_FIELD])
 
     # ------------------------------------------------------------- timers
 

@@ -47,8 +47,9 @@ Rules kept:
     never closed while an fsync of it is still queued (its descriptor
     could meanwhile name another file).
   * Rewrite without stopping: live jobs are serialized a slice per loop
-    turn into a temporary file while new records also go to a buffer; the
-    buffer is then appended, the file fsynced and renamed over the old one.
+    turn (in the engine) into a temporary file, written in large blocks,
+    while new records also go to a buffer; the buffer is then appended,
+    the file fsynced and renamed over the old one.
   * Every file operation goes through FileOps, the seam tests use to
     inject ENOSPC and EIO (DEBUG AOF-FAULT). With DISQUE_PY_DURABLE_REPORT
     set, how much of the file is durable goes to a side file
@@ -73,7 +74,9 @@ from disque_py.persistence.durable_report import DurableReport
 RESERVE_CHUNK = 16 * 1024 * 1024       # reserved past the end at a time...
 RESERVE_LOW_WATER = 4 * 1024 * 1024    # ...again when less than this is left
 RESERVE_MIN = 1024 * 1024              # a disk short of space: writes go on with this
-REWRITE_SLICE_JOBS = 2000
+REWRITE_SLICE_JOBS = 5000             # jobs a rewrite walks per loop turn (a few ms, in C)
+REWRITE_WRITE_BLOCK = 1024 * 1024      # ... whose records it writes in blocks of this much
+REWRITE_SYNC_EVERY = 32 * 1024 * 1024  # ... and fsyncs in the background every this much
 OFF, ON, WAIT_REWRITE = "off", "on", "wait-rewrite"
 
 

@@ -204,6 +204,19 @@ def file_version(data: bytes | memoryview) -> int:
     return _check_header(_read_record(data, 0, data_end(data)))
 
 
+def records_start(data: bytes | memoryview, end: int) -> int | None:
+    """Where a version-2 file's records start (after its header); None for
+    a file of another format, or whose header cannot be read (records()
+    reports why). `end`: where the written data ends (data_end)."""
+    try:
+        header = _read_record(data, 0, end)
+        if disque_aof.is_disque_record(header.argv) or _check_header(header) != VERSION:
+            return None
+    except AofDamage:
+        return None
+    return header.end
+
+
 def _check_header(record: AofRecord) -> int:
     """The version the header names, if this server reads it."""
     argv = record.argv

@@ -1,16 +1,23 @@
 """Rewriting the AOF down to the live jobs, without stopping the server.
 
 A Rewrite walks the jobs table partition by partition, a slice per loop
-turn, writing a LOADJOB record for every active or queued job into a
-temporary file next to the AOF, then a DEDUP record for every DEDUP key
-the node remembered when the rewrite started (a key outlives its job).
-Records appended meanwhile also go to its buffer (AofWriter.append does
-that), so whatever happens during the walk is replayed after the
-snapshot: a job created meanwhile may appear twice
-(loading ignores the second), a job deleted meanwhile is deleted again by
-its DELJOB. finish() appends the buffer, fsyncs, renames the file over the
-AOF and fsyncs the directory: a crash at any point leaves either the old
-file or the new one. With the AOF on, the writer appends to the new file
+turn, making a 'J' record for every active or queued job, then a 'K'
+record for every DEDUP key the node remembered when the rewrite started
+(a key outlives its job): the engine makes them (engine/aof/rewrite.pxi:
+RewriteWalk) into a buffer, written to a temporary file next to the AOF
+in blocks of REWRITE_WRITE_BLOCK bytes: each turn of the loop costs a few
+milliseconds and the writes stay few and large.
+A thread of its own writes the blocks, one at a time while the loop
+makes the next, and fsyncs every REWRITE_SYNC_EVERY bytes and at the end
+(as Redis's child does): the loop never waits for the disk, and step()
+says when it has nothing to do until the thread is done (`waiting`). Records appended meanwhile also go to
+its buffer (AofWriter._take), so whatever happens during the walk is
+replayed after the snapshot: a job created meanwhile may appear twice
+(loading keeps the first unless the second revises it), a job deleted
+meanwhile is deleted again by its 'D' record. finish() appends the
+buffer, fsyncs (only that is left), renames the file over the AOF and
+fsyncs the directory: a crash at any point leaves either the old file or
+the new one. With the AOF on, the writer appends to the new file
 from then on; with it off (BGREWRITEAOF, SHUTDOWN REWRITE-AOF) the file is
 only written.
 
@@ -26,12 +33,15 @@ from __future__ import annotations
 import glob
 import os
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import wait as wait_for
 
 from disque_py.base import log
-from disque_py.engine import ACTIVE, QUEUED, serialize_job
+from disque_py.engine import TABLE_PARTITIONS, RewriteWalk
 from disque_py.monitoring.latency import AOF_RENAME, AOF_REWRITE_DIFF_WRITE
 from disque_py.persistence import aof_format
-from disque_py.persistence.aof import OFF, REWRITE_SLICE_JOBS
+from disque_py.persistence.aof import (OFF, REWRITE_SLICE_JOBS, REWRITE_SYNC_EVERY,
+                                       REWRITE_WRITE_BLOCK)
 
 TEMP_SUFFIX = ".rewrite-%d.tmp"        # after the AOF's path; %d: the server's pid
 
@@ -44,48 +54,91 @@ class Rewrite:
         self.fd = os.open(self.temp_path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
         self.size = 0
         self.buffer: list[bytes] = []
-        self._jobs = jobs                      # the jobs table (a FLUSHALL swaps it: this one stays)
-        self._next_partition = 0
-        self.jobs_total = len(jobs)            # progress (INFO): jobs at the start,
-        self.jobs_processed = 0                # ... walked so far (acked ones are skipped),
-        self.jobs_written = 0                  # ... and written as LOADJOB records
+        # The jobs table (a FLUSHALL swaps it: this one stays), walked in C.
+        self._walk = RewriteWalk(jobs)
+        self.jobs_total = len(jobs)            # progress (INFO): jobs at the start
         self._dedup_keys = dedup_keys          # (queue, key, job ID, until ms), a snapshot
+        self._made = False                     # every record is made
+        # The blocks are written (and fsynced) by a thread of its own, one
+        # at a time, while the loop makes the next.
+        self._io_thread = ThreadPoolExecutor(1, thread_name_prefix="aof-rewrite")
+        self._io: Future | None = None         # the block being written, if any
+        self._synced = 0                       # bytes an fsync covered (the thread's)
         try:
             self._write(aof_format.HEADER)
         except OSError:
             self._discard()
             raise
 
+    @property
+    def jobs_processed(self) -> int:
+        """Jobs walked so far, in any state..."""
+        return self._walk.walked
+
+    @property
+    def jobs_written(self) -> int:
+        """... and written as 'J' records."""
+        return self._walk.written
+
     def _write(self, data: bytes) -> None:
         self.writer.ops.write_all(self.fd, data, self.size)
         self.size += len(data)
 
     def step(self) -> bool:
-        """Write one slice of live jobs; True when every partition is done."""
-        records: list[bytes] = []
-        jobs = self._jobs
-        partitions = jobs.partition_count
-        while self._next_partition < partitions and len(records) < REWRITE_SLICE_JOBS:
-            walked = jobs.partition(self._next_partition)
-            self.jobs_processed += len(walked)
-            for job in walked:
-                if job.state == ACTIVE or job.state == QUEUED:
-                    records.append(aof_format.load_job_record(serialize_job(job)))
-            self._next_partition += 1
-        self.jobs_written += len(records)
+        """Make one slice of records, and hand a full block (or the last
+        one) to the I/O thread. True once every record is written and
+        fsynced; raises the OSError of a write or fsync that failed."""
+        walk = self._walk
+        if self._io is not None and self._io.done():
+            self._io.result()
+            self._io = None
+        if not self._made and walk.buffered < REWRITE_WRITE_BLOCK:
+            self._made = self._make()
+        if self._io is not None:
+            return False
+        if walk.buffered >= REWRITE_WRITE_BLOCK or \
+                (self._made and (walk.buffered or self.size > self._synced)):
+            block = walk.take()
+            self._io = self._io_thread.submit(self._write_block, block, self.size, self._made)
+            self.size += len(block)
+            return False
+        if self._made:
+            self._io_thread.shutdown(wait=False)
+        return self._made
+
+    def _make(self) -> bool:
+        """A slice of records; True once the last is made."""
         keys = self._dedup_keys
-        if self._next_partition >= partitions and keys and len(records) < REWRITE_SLICE_JOBS:
-            taken = keys[-REWRITE_SLICE_JOBS:]
-            del keys[-REWRITE_SLICE_JOBS:]
-            records.extend(aof_format.dedup_record(*entry) for entry in taken)
-        if records:
-            self._write(b"".join(records))
-        return self._next_partition >= partitions and not keys
+        if self._walk.walk(REWRITE_SLICE_JOBS) and keys:
+            self._walk.put_dedup_keys(keys, REWRITE_SLICE_JOBS)
+        return self._walk.partition >= TABLE_PARTITIONS and not keys
+
+    def _write_block(self, block: bytes, offset: int, last: bool) -> None:
+        """In the I/O thread: write a block at `offset`; fsync every
+        REWRITE_SYNC_EVERY bytes (the disk takes the file as it comes,
+        not all at the end) and after the last."""
+        self.writer.ops.write_all(self.fd, block, offset)
+        end = offset + len(block)
+        if last or end - self._synced >= REWRITE_SYNC_EVERY:
+            self.writer.ops.fsync(self.fd)
+            self._synced = end
+
+    @property
+    def waiting(self) -> bool:
+        """Nothing to do until the block being written is: the next one
+        is made (or there is none)."""
+        return self._io is not None and not self._io.done() and \
+            (self._made or self._walk.buffered >= REWRITE_WRITE_BLOCK)
+
+    def wait(self) -> None:
+        """Block until the block being written is (a rewrite run at once)."""
+        if self._io is not None:
+            wait_for([self._io])
 
     def progress_fields(self) -> list[tuple[str, object]]:
         """INFO persistence while it runs (beyond Disque; Redis 7 shows the
         like as current_save_keys_*): the share of the jobs table walked."""
-        walked = self._next_partition * 100 / self._jobs.partition_count
+        walked = self._walk.partition * 100 / TABLE_PARTITIONS
         return [
             ("aof_rewrite_jobs_total", self.jobs_total),
             ("aof_rewrite_jobs_processed", self.jobs_processed),
@@ -123,7 +176,13 @@ class Rewrite:
         self._discard()
 
     def _discard(self) -> None:
-        os.close(self.fd)
+        if self._io is not None and not self._io.done():
+            # Closed after the write or fsync of it still running: closed
+            # sooner, the number could name another file by then.
+            self._io_thread.submit(os.close, self.fd)
+        else:
+            os.close(self.fd)
+        self._io_thread.shutdown(wait=False)
         try:
             os.unlink(self.temp_path)
         except OSError:

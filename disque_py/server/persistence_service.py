@@ -1,12 +1,14 @@
 """Persistence, running: load the AOF at start, keep it, rewrite it.
 
-At start-up the AOF is replayed through the command table with a loader
-session, the only one allowed to send LOADJOB; DELJOB is the ordinary
-command. The node already listens meanwhile, as Disque does: between
-begin_loading() and end_loading() (load_and_open runs there) clients get
--LOADING for every command but the few flagged for it (INFO among them);
-the replay gives the loop a turn every LOAD_SLICE_RECORDS records
-(Disque's rule) so that they are answered; INFO persistence shows the
+At start-up the AOF is replayed: a file in this server's format (version
+2) by the engine (engine/aof/load.pxi), LOAD_SLICE_RECORDS records per
+call; one in an older format through the command table with a loader
+session, the only one allowed to send LOADJOB (DELJOB is the ordinary
+command), LOAD_SLICE_COMMANDS records at a time (Disque's rule). The node
+already listens meanwhile, as Disque does: between begin_loading() and
+end_loading() (load_and_open runs there) clients get -LOADING for every
+command but the few flagged for it (INFO among them); the replay gives
+the loop a turn after each slice so that they are answered; INFO persistence shows the
 load's progress (Disque's loading_* fields, and the jobs loaded); the log
 tells it every REPORT_INTERVAL_S seconds; a shutdown asked meanwhile ends
 the load where it is (LoadStopped), the file left as it was. A torn last
@@ -44,7 +46,7 @@ import time
 from typing import Callable
 
 from disque_py.base import log
-from disque_py.engine import deserialize_job
+from disque_py.engine import LOAD_BAD_JOB, RECORD_OK, RECORD_TORN, AofLoader, deserialize_job
 from disque_py.base.errors import CommandError, StartupError
 from disque_py.persistence import aof_format
 from disque_py.persistence.aof import OFF, ON, WAIT_REWRITE, AofWriter
@@ -57,7 +59,9 @@ from disque_py.base.replies import AOF_NOT_TURNED_ON, LOADJOB_CORRUPTED, LOADJOB
 BACKUP_SUFFIXES = {aof_format.DISQUE: ".disque-1.0", aof_format.V1: ".v1"}
 FORMAT_NAMES = {aof_format.DISQUE: "written by Disque 1.0", aof_format.V1: "in format version 1"}
 _DEDUP_RECORDS = (aof_format.DEDUP, aof_format.UNDEDUP)
-LOAD_SLICE_RECORDS = 1000      # records replayed between two turns of the loop, as Disque
+LOAD_SLICE_COMMANDS = 1000     # older formats' records replayed per turn of the loop, as Disque
+LOAD_SLICE_RECORDS = 5000      # version 2's, replayed in C: a few ms per turn
+REWRITE_POLL_S = 0.002         # a rewrite waiting for its fsync looks again after this
 
 
 class LoadStopped(Exception):
@@ -166,16 +170,42 @@ class PersistenceService:
     async def _replay(self, data, size: int, enqueue: bool) -> tuple[int, int]:
         """Replay the `size` bytes of records in `data`: (where the last
         whole record ends, jobs loaded)."""
+        self.load_progress.total = size
+        start = aof_format.records_start(data, size)
+        if start is None:
+            return await self._replay_commands(data, enqueue)
+        return await self._replay_records(data, start, size, enqueue)
+
+    async def _replay_records(self, data, start: int, size: int,
+                              enqueue: bool) -> tuple[int, int]:
+        """Version 2, from `start`: the engine replays the records
+        (AofLoader), a slice per turn of the loop."""
+        progress = self.load_progress
+        loader = AofLoader(self.node, enqueue, start)
+        while loader.run(data, size, LOAD_SLICE_RECORDS):
+            progress.update(loader.pos, loader.jobs)
+            await self._between_slices(progress)
+        if loader.status == LOAD_BAD_JOB:
+            raise StartupError(f"Bad record in the AOF {self.path} at byte offset "
+                               f"{loader.pos}: {loader.problem}")
+        if loader.status != RECORD_OK:
+            self._damaged(aof_format.AofDamage(loader.pos, loader.problem,
+                                               torn=loader.status == RECORD_TORN))
+        progress.update(loader.pos, loader.jobs)
+        return loader.pos, loader.jobs
+
+    async def _replay_commands(self, data, enqueue: bool) -> tuple[int, int]:
+        """Version 1 and Disque's files: each record through the command
+        table, as its loader session's command."""
         session = self.server.new_session("aof-loader")
         session.aof_loader = True
         session.enqueue_loaded = enqueue
         progress = self.load_progress
-        progress.total = size
         end, loaded = 0, 0
         dispatch = self.server.commands.dispatch
         try:
             for count, record in enumerate(aof_format.records(data), 1):
-                if not count % LOAD_SLICE_RECORDS:
+                if not count % LOAD_SLICE_COMMANDS:
                     progress.update(end, loaded)
                     await self._between_slices(progress)
                 end = record.end
@@ -309,7 +339,10 @@ class PersistenceService:
             return                    # aborted meanwhile
         try:
             if not rewrite.step():
-                self.loop.call_soon(self._rewrite_step, rewrite)
+                if rewrite.waiting:          # for the disk: no need to spin
+                    self.loop.call_later(REWRITE_POLL_S, self._rewrite_step, rewrite)
+                else:
+                    self.loop.call_soon(self._rewrite_step, rewrite)
                 return
             rewrite.finish()
         except OSError as error:
@@ -323,7 +356,7 @@ class PersistenceService:
         rewrite = self._new_rewrite()
         try:
             while not rewrite.step():
-                pass
+                rewrite.wait()
             rewrite.finish()
         except OSError as error:
             self._rewrite_ended(rewrite, error)

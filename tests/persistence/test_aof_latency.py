@@ -14,6 +14,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from disque_py.engine import JobTable
 from disque_py.monitoring import latency as ev
 from disque_py.monitoring.histogram import DurationHistogram
 from disque_py.monitoring.latency import LatencyMonitor
@@ -86,7 +87,7 @@ def test_a_fast_write_records_nothing(loop, tmp_path, clock, monitor):
 
 def test_a_write_during_a_rewrite_is_an_aof_write_active_child(loop, tmp_path, clock, monitor):
     writer = open_writer(loop, tmp_path, "no", SlowOps(clock), monitor)
-    writer.rewrite = Rewrite(writer, [], [])
+    writer.rewrite = Rewrite(writer, JobTable(), [])
     writer.ops.write_ms = 6
     writer.append(RECORD)
     writer.flush()
@@ -97,7 +98,7 @@ def test_a_write_during_a_rewrite_is_an_aof_write_active_child(loop, tmp_path, c
 def test_finishing_a_rewrite_times_its_last_records_and_the_rename(loop, tmp_path, clock,
                                                                    monitor):
     writer = open_writer(loop, tmp_path, "no", SlowOps(clock), monitor)
-    rewrite = writer.rewrite = Rewrite(writer, [], [])
+    rewrite = writer.rewrite = Rewrite(writer, JobTable(), [])
     rewrite.buffer.append(RECORD)
     writer.ops.write_ms = 9
     rewrite.finish()

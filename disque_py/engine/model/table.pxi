@@ -62,6 +62,13 @@ cdef inline void jobs_prefetch(JobTable table, Job job) noexcept:
     index_prefetch(_partition_of(table._parts, h), h, TABLE_PARTITION_BITS)
 
 
+cdef inline void jobs_prefetch_id(JobTable table, const char* job_id) noexcept:
+    """The same for the job with this ID, not made yet (the AOF loader's
+    next record)."""
+    cdef uint64_t h = _id_hash(job_id)
+    index_prefetch(_partition_of(table._parts, h), h, TABLE_PARTITION_BITS)
+
+
 @cython.final
 cdef class JobTable:
 

@@ -6,4 +6,5 @@ cdef Job dummy_ack(NodeCore node, const char* job_id)
 cdef int64_t fast_ack_views(NodeCore node, ArgView* ids, Py_ssize_t count) except -1
 cdef int fast_ack_one(NodeCore node, const char* job_id) except -1
 cdef int64_t delete_jobs(NodeCore node, job_ids) except -1
+cdef int delete_job(NodeCore node, const char* job_id) except -1
 cdef list well_formed_ids(job_ids)

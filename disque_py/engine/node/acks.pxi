@@ -85,11 +85,18 @@ cdef int64_t delete_jobs(NodeCore node, job_ids) except -1:
     """DELJOB: forget jobs on this node only, whatever their state."""
     cdef int64_t deleted = 0
     for job_id in job_ids:
-        found = node.jobs.get(job_id)
-        if found is not None:
-            node.unregister(found)
-            deleted += 1
+        if type(job_id) is bytes and PyBytes_GET_SIZE(job_id) == JOB_ID_LEN:
+            deleted += delete_job(node, PyBytes_AS_STRING(job_id))
     return deleted
+
+
+cdef int delete_job(NodeCore node, const char* job_id) except -1:
+    """DELJOB's rule for one job (and the AOF's 'D' record's): 1 if known."""
+    found = node.jobs.find(job_id)
+    if found is None:
+        return 0
+    node.unregister(found)
+    return 1
 
 
 cdef inline int _hex_value(unsigned char digit) noexcept:

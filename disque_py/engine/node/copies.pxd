@@ -4,7 +4,7 @@ cdef int64_t copies_replicate(NodeCore node, Job job, int64_t count, bint norepl
                               bint promised=*, tuple only=*) except -1
 cdef int copies_on_repljob(NodeCore node, bytes sender, int mflags, list jobs) except -1
 cdef Job copies_adopt(NodeCore node, WireJob* wire, JobOptions options, DedupFields* dedup,
-                      object q, int64_t now, int state, bint persist)
+                      bytes queue, int64_t now, int state, bint persist)
 cdef int copies_revise(NodeCore node, Job job, WireJob* wire, JobOptions options,
                        int64_t now) except -1
 cdef tuple copies_known_holders(NodeCore node, const char* nodes, Py_ssize_t count)

@@ -101,23 +101,26 @@ cdef int copies_on_repljob(NodeCore node, bytes sender, int mflags, list jobs) e
             continue        # a promise round confirms copies; it never makes one:
                             # this node may have collected the job after its ack
         else:
-            q = node.queues.get(PyBytes_FromStringAndSize(wire.queue, wire.queue_len))
-            if q is not None and (<Queue>q).flags & PAUSED_IN:
-                continue
-            job = copies_adopt(node, &wire, options, &dedup, q, now, ACTIVE, True)
+            name = PyBytes_FromStringAndSize(wire.queue, wire.queue_len)
+            q = node.queues.get(name)
+            if q is not None:
+                if (<Queue>q).flags & PAUSED_IN:
+                    continue
+                name = (<Queue>q).name
+            job = copies_adopt(node, &wire, options, &dedup, name, now, ACTIVE, True)
         if reply:
             append(to_peer(sender, GOTJOB, (job.id, 0), 0))
     return 0
 
 
 cdef Job copies_adopt(NodeCore node, WireJob* wire, JobOptions options, DedupFields* dedup,
-                      object q, int64_t now, int state, bint persist):
+                      bytes queue, int64_t now, int state, bint persist):
     """A copy received from a peer (or read from the AOF) becomes a local
     job, with `options` (parsed from the wire job's block) if not None, and
-    the DEDUP key in `dedup` (key NULL: none)."""
+    the DEDUP key in `dedup` (key NULL: none). `queue`: the wire job's
+    queue name, as the object the queue (if it exists) is named by, so
+    that the jobs of a queue share one."""
     cdef Job job
-    queue = (<Queue>q).name if q is not None else \
-        PyBytes_FromStringAndSize(wire.queue, wire.queue_len)
     job = make_job(wire.id, queue, wire.body, wire.body_len, wire.body != NULL, state,
                    wire.repl, wire.delay, wire.retry, wire.ctime, wire.etime,
                    copies_known_holders(node, wire.nodes, wire.node_count))

@@ -77,6 +77,7 @@ cdef class NodeCore:
     cdef int64_t now_ms(self) except? -1
     cdef int64_t jitter(self, int64_t spread_ms) noexcept
     cpdef Queue queue(self, bytes name)
+    cdef bytes queue_name(self, bytes name)
     cpdef int64_t next_ctime(self, int64_t now_ms)
     cpdef bint register(self, Job job) except -1
     cpdef bint unregister(self, Job job, int reason=*) except -1

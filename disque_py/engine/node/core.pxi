@@ -142,6 +142,12 @@ cdef class NodeCore:
             self.used_memory += QUEUE_MEMORY_OVERHEAD
         return <Queue>q
 
+    cdef bytes queue_name(self, bytes name):
+        """`name` as its queue, if there is one, holds it: the jobs of a
+        queue share one name object."""
+        q = self.queues.get(name)
+        return (<Queue>q).name if q is not None else name
+
     def queue_length(self, bytes name):
         q = self.queues.get(name)
         return (<Queue>q).jobs.count if q is not None else 0
@@ -420,7 +426,8 @@ cdef class NodeCore:
     def restore_dedup(self, bytes queue, bytes key, bytes job_id, int64_t until_ms,
                       bint forget=False):
         """A DEDUP (or, with `forget`, UNDEDUP) record read from the AOF."""
-        dedup_restore(self, queue, key, job_id, until_ms, forget)
+        dedup_restore(self, queue, PyBytes_AS_STRING(key), PyBytes_GET_SIZE(key),
+                      _checked_id(job_id), until_ms, forget)
 
     # ------------------------------------------------------------- outbox
 
@@ -446,17 +453,23 @@ cdef class NodeCore:
         copies_on_gotjob(self, sender, job_id)
 
     def adopt_record(self, record, int64_t now, int state=ACTIVE, bint persist=True):
-        """A parsed job (a JobRecord, records.py: from YOURJOBS or the AOF)
-        becomes a local job."""
+        """A parsed job (a JobRecord, records.py: from YOURJOBS) becomes a
+        local job."""
         cdef WireJob wire
         cdef DedupFields dedup
-        data = pack_job(*record)
-        parse_wire(PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data), &wire)
-        dedup.key = NULL
-        options = None if wire.options == NULL else \
-            parse_options(wire.options, wire.options_len, &dedup)
-        return copies_adopt(self, &wire, options, &dedup, self.queues.get(record.queue), now,
+        data, options = _parse_record(record, &wire, &dedup)
+        return copies_adopt(self, &wire, options, &dedup, self.queue_name(record.queue), now,
                             state, persist)
+
+    def load_job(self, record, bint enqueue):
+        """A job's record from an AOF of an older format (a JobRecord,
+        records.py: the LOADJOB command), loaded by the version-2 loader's
+        rule (load.pxi: aof_load_job). True if it made or changed a job."""
+        cdef WireJob wire
+        cdef DedupFields dedup
+        data, options = _parse_record(record, &wire, &dedup)
+        return aof_load_job(self, &wire, options, &dedup, self.queue_name(record.queue),
+                            enqueue, self.now_ms())
 
     def learn_holders(self, Job job, tuple delivered):
         """Add the holders a peer names that this node knows and `job` lacks."""
@@ -475,6 +488,17 @@ cdef class NodeCore:
         effects = self.effects
         self.effects = []
         return effects
+
+
+cdef tuple _parse_record(record, WireJob* wire, DedupFields* dedup):
+    """A JobRecord's wire fields: (its bytes, which `wire` points into and
+    the caller keeps while it reads them; its options, or None)."""
+    data = pack_job(*record)
+    parse_wire(PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data), wire)
+    dedup.key = NULL
+    options = None if wire.options == NULL else \
+        parse_options(wire.options, wire.options_len, dedup)
+    return data, options
 
 
 cdef JobExtra node_extra(NodeCore node, Job job):

@@ -75,8 +75,7 @@ cdef bint revise_job(NodeCore node, Job job, bytes queue, uint32_t nacks, uint32
     node.dequeue(job)
     old = <bytes>job.queue_
     if old != queue:
-        found = node.queues.get(queue)
-        set_job_queue(job, (<Queue>found).name if found is not None else queue)
+        set_job_queue(job, node.queue_name(queue))
         if node.watch_queues:
             node.hooks.job_moved(job, old)
     job.nacks, job.deliveries = nacks, deliveries

@@ -10,5 +10,5 @@ cdef int dedup_remember_copy(NodeCore node, Job job, DedupFields* fields,
 cdef int dedup_promise(NodeCore node, Job job) except -1
 cdef int dedup_log(NodeCore node, Job job) except -1
 cdef int dedup_forget(NodeCore node, Job job) except -1
-cdef int dedup_restore(NodeCore node, bytes queue, bytes key, bytes job_id, int64_t until_ms,
-                       bint forget) except -1
+cdef int dedup_restore(NodeCore node, object queue, const char* key, Py_ssize_t key_len,
+                       const char* job_id, int64_t until_ms, bint forget) except -1

@@ -133,10 +133,7 @@ cdef int dedup_remember_copy(NodeCore node, Job job, DedupFields* fields, int64_
     if fields.queue == NULL:
         queue = <object>job.queue_
     else:
-        queue = PyBytes_FromStringAndSize(fields.queue, fields.queue_len)
-        known = node.queues.get(queue)
-        if known is not None:
-            queue = (<Queue>known).name
+        queue = node.queue_name(PyBytes_FromStringAndSize(fields.queue, fields.queue_len))
     return dedup_remember(node, job, queue, fields, False, now)
 
 
@@ -172,22 +169,20 @@ cdef int dedup_forget(NodeCore node, Job job) except -1:
     return 0
 
 
-cdef int dedup_restore(NodeCore node, bytes queue, bytes key, bytes job_id, int64_t until_ms,
-                       bint forget) except -1:
-    """A DEDUP (or, with `forget`, UNDEDUP) record read from the AOF."""
+cdef int dedup_restore(NodeCore node, object queue, const char* key, Py_ssize_t key_len,
+                       const char* job_id, int64_t until_ms, bint forget) except -1:
+    """A DEDUP (or, with `forget`, UNDEDUP) record read from the AOF: the
+    key remembered for `job_id` (40 characters, checked by the caller)
+    unless its window ended, or forgotten."""
     cdef DedupTable table = node.dedup
     cdef int64_t before = table.memory
     cdef DedupSlot* slot
-    cdef Py_ssize_t size = PyBytes_GET_SIZE(key)
-    if not id_is_valid(PyBytes_AS_STRING(job_id), PyBytes_GET_SIZE(job_id)):
-        raise ValueError("not a job ID")
-    h = dedup_hash(queue, PyBytes_AS_STRING(key), size)
+    h = dedup_hash(queue, key, key_len)
     if forget:
-        slot = table._find_job(queue, PyBytes_AS_STRING(key), size, h, PyBytes_AS_STRING(job_id))
+        slot = table._find_job(queue, key, key_len, h, job_id)
         if slot != NULL:
             table.unlink(slot)
     elif until_ms > node.now_ms():
-        dedup_add(table, queue, PyBytes_AS_STRING(key), size, h, PyBytes_AS_STRING(job_id),
-                  until_ms, False)
+        dedup_add(table, queue, key, key_len, h, job_id, until_ms, False)
     node.used_memory += table.memory - before
     return 0
