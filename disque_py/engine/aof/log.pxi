@@ -4,11 +4,12 @@
 # A path notes what changed (note: a job's state, a job gone, a DEDUP key
 # kept or forgotten) with the object itself: no record and no Python
 # object is made per change. take() encodes every note of the turn in
-# order into one buffer (records.pxi), reading each job's state then, as
-# the records describe the state at the turn's end (a job noted twice is
-# written twice, in order; loading keeps the last). The first note of a
-# turn calls the on_records hook once: the server layer writes the
-# records at the turn's end, before the replies that wait for them.
+# order into one buffer (records.pxi), reading each job's state then: the
+# records describe the state at the turn's end (a job noted twice is
+# written twice, in order; load.pxi's aof_load_job says which of a job's
+# records counts). The first note of a turn calls the on_records hook
+# once: the server layer writes the records at the turn's end, before
+# the replies that wait for them.
 #
 # Batches: each take() that the writer writes is one batch (written_gen);
 # the writer advances released_gen when replies waiting for batches may
