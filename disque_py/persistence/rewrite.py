@@ -1,14 +1,14 @@
 """Rewriting the AOF down to the live jobs, without stopping the server.
 
 A Rewrite walks the jobs table partition by partition, a slice per loop
-turn, writing a LOADJOB record for every active or queued job into a
-temporary file next to the AOF, then a DEDUP record for every DEDUP key
-the node remembered when the rewrite started (a key outlives its job).
-Records appended meanwhile also go to its buffer (AofWriter.append does
-that), so whatever happens during the walk is replayed after the
-snapshot: a job created meanwhile may appear twice
-(loading ignores the second), a job deleted meanwhile is deleted again by
-its DELJOB. finish() appends the buffer, fsyncs, renames the file over the
+turn, writing a job record ('J', in this server's format: aof_format)
+for every active or queued job into a temporary file next to the AOF,
+then a DEDUP record ('K') for every DEDUP key the node remembered when
+the rewrite started (a key outlives its job). Records noted meanwhile
+also go to its buffer (AofWriter._take, and collect_for_rewrite for the
+turn it ends in), so whatever happens during the walk is replayed after
+the snapshot: a job created meanwhile may appear twice (loading keeps
+the last), a job deleted meanwhile is deleted again by its 'D' record. finish() appends the buffer, fsyncs, renames the file over the
 AOF and fsyncs the directory: a crash at any point leaves either the old
 file or the new one. With the AOF on, the writer appends to the new file
 from then on; with it off (BGREWRITEAOF, SHUTDOWN REWRITE-AOF) the file is
@@ -28,7 +28,7 @@ import os
 import time
 
 from disque_py.base import log
-from disque_py.engine import ACTIVE, QUEUED, serialize_job
+from disque_py.engine import ACTIVE, AOF_DEDUP, QUEUED, aof_dedup_record, aof_job_record
 from disque_py.monitoring.latency import AOF_RENAME, AOF_REWRITE_DIFF_WRITE
 from disque_py.persistence import aof_format
 from disque_py.persistence.aof import OFF, REWRITE_SLICE_JOBS
@@ -48,7 +48,7 @@ class Rewrite:
         self._next_partition = 0
         self.jobs_total = len(jobs)            # progress (INFO): jobs at the start,
         self.jobs_processed = 0                # ... walked so far (acked ones are skipped),
-        self.jobs_written = 0                  # ... and written as LOADJOB records
+        self.jobs_written = 0                  # ... and written as job records
         self._dedup_keys = dedup_keys          # (queue, key, job ID, until ms), a snapshot
         try:
             self._write(aof_format.HEADER)
@@ -70,14 +70,14 @@ class Rewrite:
             self.jobs_processed += len(walked)
             for job in walked:
                 if job.state == ACTIVE or job.state == QUEUED:
-                    records.append(aof_format.load_job_record(serialize_job(job)))
+                    records.append(aof_job_record(job))
             self._next_partition += 1
         self.jobs_written += len(records)
         keys = self._dedup_keys
         if self._next_partition >= partitions and keys and len(records) < REWRITE_SLICE_JOBS:
             taken = keys[-REWRITE_SLICE_JOBS:]
             del keys[-REWRITE_SLICE_JOBS:]
-            records.extend(aof_format.dedup_record(*entry) for entry in taken)
+            records.extend(aof_dedup_record(AOF_DEDUP, *entry) for entry in taken)
         if records:
             self._write(b"".join(records))
         return self._next_partition >= partitions and not keys

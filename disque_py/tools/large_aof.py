@@ -2,9 +2,9 @@
 
 A file of a million jobs takes a server minutes of ADDJOBs to write; here
 it takes seconds. The records come from the product's own record writer
-(aof_format.load_job_record over the engine's pack_job), so the file is
-what a server would have written: a header, then one LOADJOB per job, each
-with its CRC. Jobs are queued, with a long TTL and a retry, spread over a
+(the engine's aof_record over its pack_job), so the file is what a server
+would have written: a header, then one job record ('J') per job, each with
+its CRC. Jobs are queued, with a long TTL and a retry, spread over a
 few queues, every body the same size. Used by the load-progress tests and
 by benchmarks/bench_aof_load.py.
 """
@@ -15,7 +15,7 @@ import os
 import time
 from pathlib import Path
 
-from disque_py.engine import QUEUED, IdGenerator, pack_job
+from disque_py.engine import AOF_JOB, QUEUED, IdGenerator, aof_record, pack_job
 from disque_py.persistence import aof_format
 
 NODE_ID = b"ab" * 20            # the creating node: any 40 hex digits
@@ -40,6 +40,6 @@ def write_large_aof(path: Path, jobs: int, body_size: int = 100) -> int:
                 job = pack_job(ids.next_id(TTL_S, RETRY_S), QUEUED, 0, 1,
                                now_ms * 1_000_000 + n, etime, 0, RETRY_S, 0, 0,
                                queues[n % QUEUES], body, ())
-                batch.append(aof_format.load_job_record(job))
+                batch.append(aof_record(AOF_JOB, job))
             handle.write(b"".join(batch))
     return path.stat().st_size

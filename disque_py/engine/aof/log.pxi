@@ -8,7 +8,9 @@
 # the records describe the state at the turn's end (a job noted twice is
 # written twice, in order; loading keeps the last). The first note of a
 # turn calls the on_records hook once: the server layer writes the
-# records at the turn's end, before the replies that wait for them.
+# records at the turn's end, before the replies that wait for them (a log
+# without the hook, a node alone in a test or the simulation, is taken
+# by its owner).
 #
 # Batches: each take() that the writer writes is one batch (written_gen);
 # the writer advances released_gen when replies waiting for batches may
@@ -27,7 +29,8 @@ cdef class AofLog:
     cdef int note(self, int kind, object item) except -1:
         if not self.scheduled:
             self.scheduled = True
-            self.on_records()
+            if self.on_records is not None:     # None: its owner takes records itself
+                self.on_records()
         self.pending.append(kind)
         self.pending.append(item)
         return 0
