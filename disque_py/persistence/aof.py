@@ -207,8 +207,9 @@ class AofWriter:
         self.log.drop()
         self._unwritten = b""
         waited = self.log.written_gen + 1
-        self._answer(False, waited)                  # every reply still waiting
-        self.on_failed(1, waited, "the AOF was closed")
+        self._answer(False, waited)                  # every reply still waiting...
+        self.on_failed(self.log.released_gen + 1, waited,   # ...not for what sync() made durable
+                       "the AOF was closed")
         self.log.released_gen = self.log.written_gen
         self.state = OFF
 
@@ -220,10 +221,12 @@ class AofWriter:
     # ------------------------------------------------------------ appending
 
     def collect_for_rewrite(self) -> None:
-        """Hand the records of this turn to the running rewrite now (it
-        ends before the turn does): they are written by the writer later."""
+        """The running rewrite ends before this turn does: write the turn's
+        records now, so that it has them (its buffer) and so does the file
+        it may fail to replace, and the replies waiting for them see their
+        batch end as at any turn's end (with the AOF off too)."""
         if self.log.has_records:
-            self._take()
+            self.flush()
 
     def _take(self) -> bytes:
         """The turn's records, from the log; a running rewrite gets them too."""
