@@ -3,8 +3,9 @@
 The node's methods (the engine's and its components') change state and
 append effects to node.effects; the server layer (server/effects.py)
 drains that outbox after each batch of commands and after each timer tick,
-and carries the effects out (answer a parked client, send a cluster message,
-append to the AOF). The node itself never touches a socket or a file, so a
+and carries the effects out (answer a parked client, send a cluster message).
+AOF records are not effects: the engine notes them in the node's AofLog
+(engine/aof/log.pxi), which the server writes at the end of each loop turn. The node itself never touches a socket or a file, so a
 test can call a method and look at the effects it produced.
 """
 
@@ -70,35 +71,3 @@ class ToPeer(NamedTuple):
     kind: int
     item: Any
     mflags: int = 0
-
-
-# ------------------------------------------------------------ persistence
-
-class AofLoadJob(NamedTuple):
-    """Persist the job's full state (written as a LOADJOB record)."""
-
-    job: Any
-
-
-class AofDelJob(NamedTuple):
-    """The job is gone (written as a DELJOB record)."""
-
-    job_id: bytes
-
-
-class AofDedup(NamedTuple):
-    """Remember a DEDUP key whose job has no LOADJOB record here (a DEDUP
-    record)."""
-
-    queue: bytes
-    key: bytes
-    job_id: bytes
-    until_ms: int
-
-
-class AofUndedup(NamedTuple):
-    """Forget a DEDUP key: its ADDJOB failed (an UNDEDUP record)."""
-
-    queue: bytes
-    key: bytes
-    job_id: bytes

@@ -64,7 +64,8 @@ from disque_py.engine._core import (  # noqa: E402  net/resp.pxd
     INLINE_MAX_SIZE, MULTIBULK_MAX_COUNT, BULK_MAX_LENGTH)
 from disque_py.engine._core import (  # noqa: E402  aof/records.pxd, log, load, rewrite
     AOF_VERSION, AOF_JOB, AOF_GONE, AOF_DEDUP, AOF_UNDEDUP, RECORD_OK, RECORD_TORN, RECORD_BAD,
-    LOAD_BAD_JOB, AofLoader, AofLog, RewriteWalk, aof_record, aof_record_at)
+    LOAD_BAD_JOB, AofLoader, AofLog, RewriteWalk, aof_dedup_record, aof_job_record, aof_record,
+    aof_record_at)
 from disque_py.engine.records import (  # noqa: E402
     DEDUP_KEY_FIELD, DEDUP_QUEUE_FIELD, DEDUP_UNTIL_FIELD, JobRecord, deserialize_job,
     deserialize_jobs, serialize_record)

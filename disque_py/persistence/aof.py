@@ -224,10 +224,12 @@ class AofWriter:
     # ------------------------------------------------------------ appending
 
     def collect_for_rewrite(self) -> None:
-        """Hand the records of this turn to the running rewrite now (it
-        ends before the turn does): they are written by the writer later."""
+        """The running rewrite ends before this turn does: write the turn's
+        records now, so that it has them (its buffer) and so does the file
+        it may fail to replace, and the replies waiting for them see their
+        batch end as at any turn's end (with the AOF off too)."""
         if self.log.has_records:
-            self._take()
+            self.flush()
 
     def _take(self) -> bytes:
         """The turn's records, from the log; a running rewrite gets them too."""

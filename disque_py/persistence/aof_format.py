@@ -88,6 +88,8 @@ HEADER = encode(HEADER_COMMAND, b"%d" % VERSION)
 V1_HEADER = encode(HEADER_COMMAND, b"%d" % V1)
 
 
+# Version 1's records (the previous release wrote them; tests build such files).
+
 def load_job_record(serialized_job: bytes) -> bytes:
     return encode(b"LOADJOB", serialized_job, _crc(serialized_job))
 
@@ -126,7 +128,7 @@ def records(data: bytes | memoryview) -> Iterator[AofRecord]:
         return
     if _check_header(record) == VERSION:
         yield record
-        yield from _v2_records(data, record.end, end)
+        yield from v2_records(data, record.end, end)
         return
     while True:
         yield record
@@ -230,9 +232,14 @@ def _check_header(record: AofRecord) -> int:
     return int(argv[1])
 
 
-def _v2_records(data, pos: int, end: int) -> Iterator[AofRecord]:
-    """Version 2's records from `pos`, each as version 1's record of the
-    same meaning (check-aof, tests: the loader reads them in the engine)."""
+def v2_records(data, pos: int = 0, end: int | None = None) -> Iterator[AofRecord]:
+    """Version 2's records from `pos` (no header there: an AofLog's take(),
+    or a file past its header) to `end` (the data's end: data_end() if
+    None), each as version 1's record of the same meaning (check-aof, the
+    simulation, tests: the loader reads them in the engine); AofDamage at
+    the first bad one."""
+    if end is None:
+        end = data_end(data)
     while pos < end:
         status, kind, payload, next_pos = aof_record_at(data, pos, end)
         if status != RECORD_OK:

@@ -10,11 +10,11 @@ from __future__ import annotations
 import pytest
 
 from disque_py.base.clock import FakeClock
-from disque_py.base.effects import AofDelJob, AofLoadJob
 from disque_py.base.errors import DisqueError
 from disque_py.base.scantable import ScanTable
-from disque_py.engine import (ACKED, HOT_COMMANDS, QUEUED, ConnectionBase, HookNotWired,
-                              NodeCore, NodeHooks, ServerCore, SessionCore, run_hot)
+from disque_py.engine import (ACKED, AOF_GONE, AOF_JOB, HOT_COMMANDS, QUEUED, RECORD_OK,
+                              ConnectionBase, HookNotWired, NodeCore, NodeHooks, ServerCore,
+                              SessionCore, aof_record_at, run_hot)
 
 NODE_ID = b"0f1e2d3c4b5a69788796a5b4c3d2e1f00f1e2d3c"
 
@@ -70,12 +70,41 @@ def test_errors_are_disques(node):
     assert run(node, "GETJOB", "NOHANG") == b"-ERR syntax error\r\n"
 
 
-def test_the_aof_records_are_effects(node):
+def taken_records(node: NodeCore) -> list[tuple[int, bytes]]:
+    """(kind, job ID) of each record the node's AofLog gives, in order."""
+    data, pos, found = node.aof.take(), 0, []
+    while pos < len(data):
+        status, kind, payload, pos = aof_record_at(data, pos, len(data))
+        assert status == RECORD_OK, payload
+        found.append((kind, payload[:40]))
+    return found
+
+
+def test_the_aof_records_are_noted_in_the_log_and_taken_once(node):
+    run(node, "ADDJOB", "q", "off", 0)
+    assert not node.aof.has_records             # the AOF off: nothing noted
     node.aof_enabled = True
     job_id = added(node)
     run(node, "ACKJOB", job_id)
-    kinds = [type(effect) for effect in node.take_effects()]
-    assert kinds == [AofLoadJob, AofDelJob]
+    assert node.aof.has_records and not node.take_effects()
+    assert taken_records(node) == [(AOF_JOB, job_id), (AOF_GONE, job_id)]
+    assert not node.aof.has_records and node.aof.take() == b""
+
+
+def test_a_reply_waits_for_the_batch_of_the_records_noted_before_it(node):
+    log = node.aof
+    assert log.reply_gen() == 0                 # nothing noted: nothing to wait for
+    node.aof_enabled = True
+    added(node)
+    assert log.reply_gen() == 1                 # this turn's records: the next batch
+    log.take()
+    log.written_gen = 1                         # written (the writer's part)...
+    assert log.reply_gen() == 1                 # ...not released yet (appendfsync always)
+    log.released_gen = 1
+    assert log.reply_gen() == 0
+    added(node)
+    log.drop()                                  # the AOF turned off: the records go
+    assert not log.has_records and log.reply_gen() == 0 and log.take() == b""
 
 
 # ------------------------------------------------------------------ the hooks

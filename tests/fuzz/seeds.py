@@ -5,8 +5,9 @@ writers: requests as clients encode them (and inline ones as telnet sends
 them); pipelines a client sends, with the job IDs the fuzzed node will
 give (its ID generator is seeded); bus frames encoded by formats/bus.py
 around jobs serialized by the engine; AOF files written by a real
-disque-server (appended to, then rewritten) and the AOFs Disque 1.0-rc1
-itself wrote (tests/persistence/data). A seed that once broke a contract
+disque-server (appended to, then rewritten), the same files in format
+version 1 (as the previous release wrote them), and the AOFs Disque
+1.0-rc1 itself wrote (tests/persistence/data). A seed that once broke a contract
 is kept beside them, named crash-*, and is never rewritten here.
 """
 
@@ -21,6 +22,7 @@ import redis
 
 from disque_py.formats import bus
 from disque_py.formats.resp import encode_command
+from disque_py.persistence import aof_format
 from disque_py.tools.loopback import ServerProcess
 from tests.fuzz import connection
 from tests.fuzz.bus import PEER_ID
@@ -127,21 +129,36 @@ def server_aofs() -> list[bytes]:
             rewritten = _wait_for_rewrite(server.dir / AOF_NAME, appended)
         finally:
             server.stop()
-    return [appended.rstrip(b"\0"), rewritten.rstrip(b"\0")]
+    return [_whole(appended), _whole(rewritten)]
+
+
+def _whole(data: bytes) -> bytes:
+    """The file up to the end of its last record: without the space the
+    writer reserved (a record's CRC may end in zero bytes, like it)."""
+    return data[:list(aof_format.records(data))[-1].end]
+
+
+def _version_1(data: bytes) -> bytes:
+    """The same records in format version 1 (RESP), as the previous
+    release wrote them."""
+    return aof_format.V1_HEADER + b"".join(
+        aof_format.encode(*record.argv) for record in list(aof_format.records(data))[1:])
 
 
 def _wait_for_rewrite(path: Path, before: bytes) -> bytes:
     deadline = time.monotonic() + REWRITE_TIMEOUT_S
     while time.monotonic() < deadline:
-        now = path.read_bytes().rstrip(b"\0")
-        if now != before.rstrip(b"\0"):
+        now = path.read_bytes()
+        if now.rstrip(b"\0") != before.rstrip(b"\0"):
             return now
         time.sleep(0.05)
     raise AssertionError("the AOF was not rewritten")
 
 
 def aof_seeds() -> list[bytes]:
-    return server_aofs() + [path.read_bytes() for path in sorted(DISQUE_AOFS.glob("*.aof"))]
+    written = server_aofs()
+    return written + [_version_1(data) for data in written] + \
+        [path.read_bytes() for path in sorted(DISQUE_AOFS.glob("*.aof"))]
 
 
 SEEDS = {"resp": resp_seeds, "connection": connection_seeds, "bus": bus_seeds,

@@ -20,6 +20,7 @@ import subprocess
 import sys
 import threading
 import time
+import zlib
 from pathlib import Path
 from typing import NamedTuple
 
@@ -40,7 +41,7 @@ class Record(NamedTuple):
     offset: int          # first byte of the record
     end: int             # first byte after it
     argv: list[bytes]
-    arg_offsets: list[int]   # where each argument's bytes start
+    arg_offsets: list[int]   # where each argument's bytes start (version 2: see parse_records)
 
 
 def aof_path(server: ServerProcess) -> Path:
@@ -53,19 +54,56 @@ def data_end(data: bytes) -> int:
 
 
 def parse_records(data: bytes) -> list[Record]:
-    """Every whole record of an AOF (RESP arrays of bulk strings), in order.
+    """Every whole record of an AOF, in order: the header (a RESP array),
+    then, by its version, RESP arrays of bulk strings (version 1) or binary
+    records (version 2: kind, length, payload, CRC-32), those given in
+    version 1's form (LOADJOB job, DELJOB id, DEDUP queue key id ms,
+    UNDEDUP queue key id; arg_offsets: where each field's bytes are).
 
     Stops at the end of the data, at reserved zero bytes, or at the first
     record that is not whole; never raises."""
     records: list[Record] = []
     pos, size = 0, data_end(data)
+    binary = False
     while pos < size:
-        record = _read_record(data, pos, size)
+        record = _read_binary(data, pos) if binary else _read_record(data, pos, size)
         if record is None:
             break
+        if not records:
+            binary = record.argv == [b"DQPAOF", b"2"]
         records.append(record)
         pos = record.end
     return records
+
+
+def _read_binary(data: bytes, start: int) -> Record | None:
+    """A version-2 record at start (its CRC may end in zero bytes: it is
+    judged against the whole data, not the data's end)."""
+    head = start + 5
+    if head > len(data):
+        return None
+    kind, length = data[start], int.from_bytes(data[start + 1:head], "big")
+    end = head + length + 4
+    if end > len(data) or zlib.crc32(data[start:end - 4]) != int.from_bytes(data[end - 4:end],
+                                                                              "big"):
+        return None
+    payload = data[head:end - 4]
+    if kind == ord("J"):
+        return Record(start, end, [b"LOADJOB", payload], [start, head])
+    if kind == ord("D"):
+        return Record(start, end, [b"DELJOB", payload], [start, head])
+    if kind not in b"KU":
+        return None
+    queue_len = int.from_bytes(payload[48:52], "big")
+    queue_at = head + 52
+    key_at = queue_at + queue_len
+    argv = [b"DEDUP" if kind == ord("K") else b"UNDEDUP", data[queue_at:key_at],
+            data[key_at:end - 4], payload[8:48]]
+    offsets = [start, queue_at, key_at, head + 8]
+    if kind == ord("K"):
+        argv.append(b"%d" % int.from_bytes(payload[:8], "big"))
+        offsets.append(head)
+    return Record(start, end, argv, offsets)
 
 
 def _read_record(data: bytes, start: int, size: int) -> Record | None:
@@ -359,10 +397,28 @@ def file_size(path: Path) -> int:
 WRITER_TIMEOUT_S = 5.0
 
 
-def open_writer(loop, tmp_path, policy: str, ops, latency=None):
-    """An AofWriter on a fresh file in tmp_path, open and appending."""
+class RecordSource:
+    """A real node whose AofLog (`log`) an AofWriter under test takes its
+    records from: note() makes a job there, as ADDJOB does, and returns
+    the record the writer will write for it."""
+
+    def __init__(self) -> None:
+        from disque_py.base.clock import FakeClock
+        from disque_py.node.node import Node
+        self.node = Node(b"5e" * 20, FakeClock(seed=5), id_seed=b"writer-tests")
+        self.node.aof_enabled = True
+        self.log = self.node.aof
+
+    def note(self, body: bytes = BODY) -> bytes:
+        from disque_py.engine import aof_job_record
+        return aof_job_record(self.node.add_job(b"q", body, 1, 0, 5, 3600, 0, False))
+
+
+def open_writer(loop, tmp_path, policy: str, ops, source: RecordSource, latency=None):
+    """An AofWriter on a fresh file in tmp_path, open and appending the
+    records noted in `source`."""
     from disque_py.persistence.aof import AofWriter
-    writer = AofWriter(str(tmp_path / AOF_NAME), policy, loop, ops, latency=latency)
+    writer = AofWriter(str(tmp_path / AOF_NAME), policy, loop, source.log, ops, latency=latency)
     writer.open(0)
     return writer
 

@@ -146,14 +146,14 @@ def test_damaged_length_line_refuses_start(stopped):
     server, ids, data = stopped
     third = loadjob_records(data)[2]
     damaged = bytearray(data)
-    damaged[third.offset + 1] = ord("x")          # "*3\r\n" -> "*x\r\n"
+    damaged[third.offset + 1] = ord("x")          # its length's high byte: past the data
     _refused_then_fixed(server, ids, bytes(damaged), third.offset, kept=2)
 
 
 def test_unknown_format_version_is_refused_naming_it(stopped):
     server, _, data = stopped
     header = parse_records(data)[0]
-    assert header.argv == [b"DQPAOF", b"1"]
+    assert header.argv == [b"DQPAOF", b"2"]
     version_at = header.arg_offsets[1]
     damaged = data[:version_at] + b"7" + data[version_at + 1:]
     _write(server, damaged)
@@ -215,13 +215,15 @@ def test_a_refused_start_leaves_the_node_loading_with_its_listeners_closed(tmp_p
 
 
 @pytest.mark.parametrize("record, flip", [
-    (b"LOADJOB", 0x01),                   # LOADJOB -> MOADJOB: no such record
-    (b"DELJOB", 0x02),                    # DELJOB -> FELJOB
+    (b"LOADJOB", 0x01),                   # 'J' -> 'K': a DEDUP record's kind
+    (b"DELJOB", 0x02),                    # 'D' -> 'F': no such kind
 ], ids=["loadjob-name", "deljob-name"])
 def test_a_flipped_record_name_is_damage_check_aof_finds_and_fix_cuts(stopped, record, flip):
-    """The loader refused such a file (an unknown command), while check-aof
-    called it valid and --fix cut nothing: an operator following the
-    runbook was stuck. The reader knows the record names now."""
+    """In version 1 the loader refused such a file (an unknown command),
+    while check-aof called it valid and --fix cut nothing: an operator
+    following the runbook was stuck. In version 2 the name is the record's
+    kind byte, which its checksum covers: the reader and the loader find
+    the same damage."""
     server, ids, _ = stopped
     server.start()
     assert server.client().execute_command("ACKJOB", ids[-1]) == 1
@@ -231,16 +233,18 @@ def test_a_flipped_record_name_is_damage_check_aof_finds_and_fix_cuts(stopped, r
     records = parse_records(data)
     target = next(r for r in records[1:] if r.argv[0] == record)
     damaged = bytearray(data)
-    damaged[data.index(record, target.offset)] ^= flip
+    damaged[target.offset] ^= flip
     kept = sum(1 for r in records[1:] if r.argv[0] == b"LOADJOB" and r.end <= target.offset)
     _refused_then_fixed(server, ids, bytes(damaged), target.offset, kept=kept)
 
 
 def test_a_flipped_digit_in_a_dedup_time_is_damage_check_aof_finds_and_fix_cuts(stopped):
     """The other half of the reader's record check (d730e6f): a DEDUP record
-    whose time is no longer a number ('1' -> 'q', one bit) is well framed
-    and well named; the loader refused it (its time does not parse), and
-    check-aof must find it there and --fix cut it, not call the file valid."""
+    whose time is no longer a number ('1' -> 'q', one bit) was well framed
+    and well named in version 1; the loader refused it (its time did not
+    parse), and check-aof must find it there and --fix cut it, not call the
+    file valid. In version 2 the time is binary, and the bit flipped fails
+    the record's checksum: the same damage, found alike."""
     server, ids, _ = stopped
     server.start()
     # A key that outlives its job: the AOF rewrite keeps it in a DEDUP record.

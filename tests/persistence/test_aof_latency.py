@@ -18,13 +18,10 @@ from disque_py.engine import JobTable
 from disque_py.monitoring import latency as ev
 from disque_py.monitoring.histogram import DurationHistogram
 from disque_py.monitoring.latency import LatencyMonitor
-from disque_py.persistence import aof_format
 from disque_py.persistence.aof import FileOps
 from disque_py.persistence.rewrite import Rewrite
 from disque_py.server.timers import JobTimer
-from tests.persistence.helpers import open_writer, run_loop_until
-
-RECORD = aof_format.del_job_record(b"A" * 40)
+from tests.persistence.helpers import RecordSource, open_writer, run_loop_until
 
 
 class Clock:
@@ -66,60 +63,65 @@ def clock():
 
 
 @pytest.fixture
+def source():
+    return RecordSource()
+
+
+@pytest.fixture
 def monitor(clock):
     return LatencyMonitor(5, wall=lambda: 1_700_000_000, clock=clock)
 
 
-def test_a_slow_write_is_an_aof_write_alone(loop, tmp_path, clock, monitor):
-    writer = open_writer(loop, tmp_path, "everysec", SlowOps(clock, write_ms=7), monitor)
-    writer.append(RECORD)
+def test_a_slow_write_is_an_aof_write_alone(loop, tmp_path, clock, monitor, source):
+    writer = open_writer(loop, tmp_path, "everysec", SlowOps(clock, write_ms=7), source, monitor)
+    source.note()
     writer.flush()
     assert monitor.history(ev.AOF_WRITE) == [[1_700_000_000, 7]]
     assert monitor.history(ev.AOF_WRITE_ALONE) == [[1_700_000_000, 7]]
 
 
-def test_a_fast_write_records_nothing(loop, tmp_path, clock, monitor):
-    writer = open_writer(loop, tmp_path, "everysec", SlowOps(clock, write_ms=4), monitor)
-    writer.append(RECORD)
+def test_a_fast_write_records_nothing(loop, tmp_path, clock, monitor, source):
+    writer = open_writer(loop, tmp_path, "everysec", SlowOps(clock, write_ms=4), source, monitor)
+    source.note()
     writer.flush()
     assert monitor.events == {}
 
 
-def test_a_write_during_a_rewrite_is_an_aof_write_active_child(loop, tmp_path, clock, monitor):
-    writer = open_writer(loop, tmp_path, "no", SlowOps(clock), monitor)
+def test_a_write_during_a_rewrite_is_an_aof_write_active_child(loop, tmp_path, clock, monitor, source):
+    writer = open_writer(loop, tmp_path, "no", SlowOps(clock), source, monitor)
     writer.rewrite = Rewrite(writer, JobTable(), [])
     writer.ops.write_ms = 6
-    writer.append(RECORD)
+    source.note()
     writer.flush()
     assert set(monitor.events) == {ev.AOF_WRITE, ev.AOF_WRITE_ACTIVE_CHILD}
     writer.rewrite.abort("test over")
 
 
 def test_finishing_a_rewrite_times_its_last_records_and_the_rename(loop, tmp_path, clock,
-                                                                   monitor):
-    writer = open_writer(loop, tmp_path, "no", SlowOps(clock), monitor)
+                                                                   monitor, source):
+    writer = open_writer(loop, tmp_path, "no", SlowOps(clock), source, monitor)
     rewrite = writer.rewrite = Rewrite(writer, JobTable(), [])
-    rewrite.buffer.append(RECORD)
+    source.note()                       # taken by the rewrite as it finishes
     writer.ops.write_ms = 9
     rewrite.finish()
     assert monitor.history(ev.AOF_REWRITE_DIFF_WRITE)[0][1] == 9
     assert ev.AOF_RENAME not in monitor.events, "the rename itself took no fake time"
 
 
-def test_appendfsync_always_fsyncs_are_aof_fsync_always(loop, tmp_path, clock, monitor):
-    writer = open_writer(loop, tmp_path, "always", SlowOps(clock, fsync_ms=12), monitor)
-    writer.append(RECORD)
+def test_appendfsync_always_fsyncs_are_aof_fsync_always(loop, tmp_path, clock, monitor, source):
+    writer = open_writer(loop, tmp_path, "always", SlowOps(clock, fsync_ms=12), source, monitor)
+    source.note()
     writer.flush()
-    run_loop_until(loop, lambda: writer.synced_gen == writer.written_gen)
+    run_loop_until(loop, lambda: writer.synced_gen == writer.log.written_gen)
     assert monitor.history(ev.AOF_FSYNC_ALWAYS)[0][1] == 12
 
 
-def test_everysec_fsyncs_are_not_sampled(loop, tmp_path, clock, monitor):
-    writer = open_writer(loop, tmp_path, "everysec", SlowOps(clock, fsync_ms=12), monitor)
-    writer.append(RECORD)
+def test_everysec_fsyncs_are_not_sampled(loop, tmp_path, clock, monitor, source):
+    writer = open_writer(loop, tmp_path, "everysec", SlowOps(clock, fsync_ms=12), source, monitor)
+    source.note()
     writer.flush()
     writer.every_second()
-    run_loop_until(loop, lambda: writer.synced_gen == writer.written_gen)
+    run_loop_until(loop, lambda: writer.synced_gen == writer.log.written_gen)
     assert ev.AOF_FSYNC_ALWAYS not in monitor.events
 
 

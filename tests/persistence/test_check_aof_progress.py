@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.persistence.helpers import check_aof, check_aof_command
+from tests.persistence.helpers import check_aof, check_aof_command, parse_records
 from disque_py.tools.large_aof import write_large_aof
 
 JOBS = 50_000
@@ -95,14 +95,13 @@ def test_plain_lines_stop_where_the_damage_is_and_the_report_is_unchanged(tmp_pa
     source, size = large_aof
     path = tmp_path / "disque.aof"
     data = bytearray(source.read_bytes())
-    middle = data.index(b"*3\r\n$7\r\nLOADJOB", size // 2)
-    data[middle] = ord("#")                    # a record that is not RESP, mid-file
+    middle = next(r.offset for r in parse_records(bytes(data)) if r.offset >= size // 2)
+    data[middle] = ord("#")                    # a record of no known kind, mid-file
     path.write_bytes(bytes(data))
     done = check_aof(path)
     assert done.returncode == 1
     assert done.stdout.startswith(
-        f"AOF is not valid: corruption: malformed record (expected '*') at byte offset "
-        f"{middle} (")
+        f"AOF is not valid: corruption: unknown record kind at byte offset {middle} (")
     percents = [float(PLAIN_LINE.match(line)[1]) for line in done.stderr.splitlines()]
     assert percents and max(percents) <= middle * 100 / size
 

@@ -179,14 +179,13 @@ import itertools
 from typing import NamedTuple
 
 from disque_py.formats import bus as msg
-from disque_py.base.effects import AofDedup, AofDelJob, AofLoadJob, AofUndedup, ToPeer, Unblock
+from disque_py.base.effects import ToPeer, Unblock
 from disque_py.engine import (ACKED, DEAD_NONE, DEDUP_MEMORY_OVERHEAD, FLAG_COUNTED, FLAG_PROMISED,
                               QUEUE_MEMORY_OVERHEAD, QUEUED, WAIT_REPL)
-from disque_py.engine.records import (DEDUP_KEY_FIELD, DEDUP_QUEUE_FIELD, DEDUP_UNTIL_FIELD,
-                                      deserialize_job)
+from disque_py.engine.records import deserialize_job
 from disque_py.node.node import Node
 from disque_py.persistence import aof_format
-from tests.sim.dedup_checks import DedupAsk, DedupChecks
+from tests.sim.dedup_checks import DedupAsk, DedupChecks, record_dedup
 from tests.sim.outcomes import OK, REFUSED, UNKNOWN, WAITING
 from tests.unit.simnet import COPY_KINDS, SimNet
 
@@ -445,10 +444,11 @@ class Checker(DedupChecks):
 
     # ------------------------------------------------------------ SimNet observer
 
-    def observe(self, i: int, effect) -> None:
-        kind = type(effect)
-        if kind is AofDelJob:
-            facts = self.jobs.get(effect.job_id)
+    def observe_record(self, i: int, argv: list[bytes]) -> None:
+        """An AOF record node i's core noted (aof_format.v2_records' form)."""
+        command = argv[0]
+        if command == b"DELJOB":
+            facts = self.jobs.get(argv[1])
             if facts is None:
                 return
             if facts.stand_in and i == facts.node:
@@ -456,16 +456,20 @@ class Checker(DedupChecks):
             elif facts.retry and facts.outcome == OK and not facts.acked:
                 self.violate(facts, f"(1) node {i} deleted its copy before any ACK")
             self._check_closed(facts)
-        elif kind is AofLoadJob:
-            facts = self.jobs.get(effect.job.id)
+        elif command == b"LOADJOB":
+            job = deserialize_job(argv[1])
+            facts = self.jobs.get(job.id)
             if facts is not None and facts.max_deliveries:
-                self._copy_made(i, effect.job, facts)
-            self._dedup_copy(i, effect.job, facts)
-        elif kind is AofDedup:
-            self._dedup_remember(i, effect.job_id, effect.queue, effect.key, effect.until_ms)
-        elif kind is AofUndedup:
-            self._dedup_undedup(i, effect)
-        elif kind is Unblock:
+                self._copy_made(i, job, facts)
+            self._dedup_copy(i, job, facts)
+        elif command == aof_format.DEDUP:
+            self._dedup_remember(i, argv[3], argv[1], argv[2], int(argv[4]))
+        elif command == aof_format.UNDEDUP:
+            self._dedup_undedup(i, argv[1], argv[2], argv[3])
+
+    def observe(self, i: int, effect) -> None:
+        """An Unblock effect of node i: a parked client answered."""
+        if type(effect) is Unblock:
             client = effect.waiter.client
             if client.producer and client.follows:
                 self._parked_answered(i, client, effect.outcome)
@@ -637,7 +641,8 @@ class Checker(DedupChecks):
         return None
 
     def _copy_made(self, i: int, job, facts: JobFacts) -> None:
-        """Node i made a copy (ADDJOB, REPLJOB, YOURJOBS: its AOF record).
+        """Node i made a copy (ADDJOB, REPLJOB, YOURJOBS: its AOF record, a
+        JobRecord).
         (8): one made from a frame its dead-letterer sent after deciding, in
         the same life, is dead too (copies carry the dead state)."""
         net = self.net
@@ -662,7 +667,8 @@ class Checker(DedupChecks):
                 or self._copy_replaced(last.node, job.id, last):
             return
         node = net.nodes[i]
-        options = node.options_of(job) if node.lookup(job.id) is job else None
+        copy = node.lookup(job.id)
+        options = node.options_of(copy) if copy is not None else None
         if options is None or options.dead_reason == DEAD_NONE:
             self.violate(facts, f"(8) node {i} made a live copy ({job.queue!r}, {options!r}) "
                                 f"from n{frame.src}'s {frame.name} of {self.net_time(frame.at)},"
@@ -702,10 +708,9 @@ class Checker(DedupChecks):
             command = argv[0].upper()
             if command == b"LOADJOB":
                 job = deserialize_job(argv[1])
-                options = job.options
-                if options is not None and options[DEDUP_KEY_FIELD] is not None:
-                    disk[job.id] = (options[DEDUP_QUEUE_FIELD] or job.queue,
-                                    options[DEDUP_KEY_FIELD], options[DEDUP_UNTIL_FIELD])
+                pair = record_dedup(job)
+                if pair is not None:
+                    disk[job.id] = pair
             elif command == aof_format.DEDUP:
                 disk[argv[3]] = (argv[1], argv[2], int(argv[4]))
             elif command == aof_format.UNDEDUP:

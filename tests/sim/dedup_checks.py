@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from disque_py.formats import bus as msg
 from disque_py.engine import ACKED, FLAG_CONFIRMED, WAIT_REPL
+from disque_py.engine.records import DEDUP_KEY_FIELD, DEDUP_QUEUE_FIELD, DEDUP_UNTIL_FIELD
 from disque_py.node.waiters import Waiter
 from disque_py.base.errors import NoReplError
 from tests.sim.outcomes import MAX_DEFAULT_REPLICATION, NOT_ENOUGH_NODES, OK, WAITING
@@ -43,6 +44,16 @@ class ParkedDuplicate(NamedTuple):
     waiter: Waiter
 
 
+def record_dedup(record) -> tuple | None:
+    """A job record's DEDUP pair and window end (as Job.dedup gives them
+    for a job in memory), or None: its options carry no key."""
+    options = record.options
+    if options is None or options[DEDUP_KEY_FIELD] is None:
+        return None
+    return (options[DEDUP_QUEUE_FIELD] or record.queue, options[DEDUP_KEY_FIELD],
+            options[DEDUP_UNTIL_FIELD])
+
+
 class DedupChecks:
     """The Checker's DEDUP model and checks (a mixin: see the module)."""
 
@@ -58,10 +69,11 @@ class DedupChecks:
                 self.dedup_disk[i][job_id] = (queue, key, until)
 
     def _dedup_copy(self, i: int, job, facts: JobFacts | None) -> None:
-        """Node i wrote a LOADJOB record (it made the job, received a copy, or
-        changed its copy): it remembers the job's key, if it has one. (9):
-        the copy's pair is ADDJOB's, wherever the job went since."""
-        pair = job.dedup               # (the ADDJOB's queue, key, window's end)
+        """Node i wrote a LOADJOB record of `job` (a JobRecord: it made the
+        job, received a copy, or changed its copy): it remembers the job's
+        key, if it has one. (9): the copy's pair is ADDJOB's, wherever the
+        job went since."""
+        pair = record_dedup(job)       # (the ADDJOB's queue, key, window's end)
         if pair is None:
             return
         if facts is None:               # its producer, in the ADDJOB: added() checks it
@@ -73,19 +85,19 @@ class DedupChecks:
                                 f"{(facts.queue, facts.key)} until {self.net_time(facts.until)}")
         self._dedup_remember(i, job.id, facts.queue, facts.key, facts.until)
 
-    def _dedup_undedup(self, i: int, effect) -> None:
+    def _dedup_undedup(self, i: int, queue: bytes, key: bytes, job_id: bytes) -> None:
         """Node i forgot a key before its window ended (UNDEDUP): (9), only
         as the producer whose ADDJOB is failing, or on its DELJOB flagged
         MSG_ABANDONED; whether that ADDJOB failed is judged at the end."""
-        self.dedup_table[i].pop(effect.job_id, None)
-        self.dedup_disk[i].pop(effect.job_id, None)
-        facts = self.jobs.get(effect.job_id)
+        self.dedup_table[i].pop(job_id, None)
+        self.dedup_disk[i].pop(job_id, None)
+        facts = self.jobs.get(job_id)
         now = self.net.clock.now_ms()
         if facts is None:
-            self.violations.append(f"(9) node {i} forgot DEDUP {effect.key!r} of "
-                                   f"{effect.job_id!r}, a job nobody made with a key")
+            self.violations.append(f"(9) node {i} forgot DEDUP {key!r} of "
+                                   f"{job_id!r}, a job nobody made with a key")
             return
-        self.log(f"{facts.name}'s DEDUP key {effect.key.decode()} forgotten on n{i} "
+        self.log(f"{facts.name}'s DEDUP key {key.decode()} forgotten on n{i} "
                  f"(UNDEDUP: its ADDJOB failed)", facts.id)
         self.dedup_forgotten.append((i, now, facts.id))
         frame = self.net.delivering

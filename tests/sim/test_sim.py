@@ -22,13 +22,13 @@ import pytest
 
 from disque_py.formats import bus as msg
 from disque_py.base.clock import FakeClock
-from disque_py.base.effects import AofLoadJob
 from disque_py.engine import WAIT_REPL, JobOptions, deserialize_job
 from disque_py.node.acks import Acks
 from disque_py.node.healing import Healing
 from disque_py.node.node import Node
 from disque_py.node.replication import Replication
 from disque_py.node.requeue import Requeue
+from disque_py.persistence import aof_format
 from tests.sim.checker import Checker, Decision
 from tests.sim.run import run_seed, run_seeds
 from tests.sim import workload
@@ -321,8 +321,9 @@ def test_an_aof_replay_finds_a_dead_lettered_job_dead():
                        options=JobOptions(0, 0, 1, None))
     assert get_jobs(node, [b"q"], 1) == [job]
     nack_jobs(node, [job.id])                          # delivery 1 of 1: dead
-    records = [deserialize_job(node.job_bytes(effect.job)) for effect in node.take_effects()
-               if type(effect) is AofLoadJob]
+    records = [deserialize_job(record.argv[1])
+               for record in aof_format.v2_records(node.aof.take())   # encoded now: both dead
+               if record.argv[0] == b"LOADJOB"]
     assert len(records) >= 2 and records[-1].queue == b"q:dead"
     restarted = Node(b"c" * 40, FakeClock(START_MS, seed=1), id_seed=b"dead-aof-2")
     for record in records:
@@ -354,7 +355,7 @@ def test_a_restart_from_its_aof_brings_back_the_dedup_keys_but_the_failed_ones()
     assert net.run_until(lambda: "failed" in net.unblocked, 1000)
     net.drop_rule = None
     net.run_for(200)                          # DELJOB MSG_ABANDONED: holders forget the key
-    assert b"UNDEDUP" in net.aof[1] and b"DEDUP" in net.aof[0]
+    assert b"UNDEDUP" in aof_kinds(net, 1) and aof_format.DEDUP in aof_kinds(net, 0)
     for i in (0, 1):
         net.crash(i)
         net.restart(i)
@@ -363,6 +364,11 @@ def test_a_restart_from_its_aof_brings_back_the_dedup_keys_but_the_failed_ones()
     assert net.nodes[0].dedup.lookup(b"q", b"external", now) == external.id
     for i in (0, 1):
         assert net.nodes[i].dedup.lookup(b"q", b"failed", now) is None
+
+
+def aof_kinds(net: SimNet, i: int) -> set[bytes]:
+    """The kinds of node i's AOF records, as version 1 names them."""
+    return {argv[0] for argv in net.aof_records(i)}
 
 
 def test_a_copy_composed_before_a_dead_letter_decision_is_not_taken_for_one_after():

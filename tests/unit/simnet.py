@@ -21,24 +21,25 @@ Faults, all drawn from one seeded RNG so a run replays exactly:
     other side of a partition; after fail_delay_ms, when set) and each
     node's start epoch, which changes when a node restarts without an AOF
     (membership's job in production; node/healing.py acts on them);
-  * with_aof(i): the node keeps an append-only file. Its AofLoadJob,
-    AofDelJob, AofDedup and AofUndedup effects are written as real AOF
-    records (persistence/aof_format.py: LOADJOB, DELJOB, DEDUP, UNDEDUP)
-    into an in-memory log that survives crashes, and restart(i) replays it
-    into the fresh core the way the server's loader does (LOADJOB ->
-    Node.load_job, DELJOB -> Node.delete_jobs, DEDUP and UNDEDUP ->
-    Node.restore_dedup), after the node learned its peers (nodes.conf is
-    read before the AOF).
+  * with_aof(i): the node keeps an append-only file. The records its
+    core notes in its AofLog (engine/aof/log.pxi) are taken after each
+    event, as the server takes them at the end of a loop turn, and
+    appended (format version 2, persistence/aof_format.py) to an
+    in-memory file that survives crashes; restart(i) replays it into the
+    fresh core the way the server's loader does (read as LOADJOB, DELJOB,
+    DEDUP, UNDEDUP: LOADJOB -> Node.load_job, DELJOB -> Node.delete_jobs,
+    DEDUP and UNDEDUP -> Node.restore_dedup), after the node learned its
+    peers (nodes.conf is read before the AOF).
 
-`observer` (optional) sees what a checker needs, in order: observe(i,
-effect) for node i's AOF effects (AofLoadJob, AofDelJob, AofDedup,
-AofUndedup) and Unblock effects, called
-after that event's frames are in flight; frame_done(trace) once a frame
-carrying whole jobs (REPLJOB, YOURJOBS) was delivered or lost; and, if it
-has the method, booted(i, node) each time node i's core is made (start
-or restart). With `track_copies`, every core emits its AOF effects
-(changing nothing else), so an observer sees each copy appear and go on
-every node. `node_class` (Node by default) makes the cores: a checker may
+`observer` (optional) sees what a checker needs, in order, after that
+event's frames are in flight: observe_record(i, argv) for each AOF record
+node i's core noted (in version 1's form: aof_format.v2_records), then
+observe(i, effect) for its Unblock effects (the server writes a turn's
+records before its replies); frame_done(trace) once a frame carrying whole
+jobs (REPLJOB, YOURJOBS) was delivered or lost; and, if it has the method,
+booted(i, node) each time node i's core is made (start or restart). With
+`track_copies`, every core notes its AOF records (changing nothing else),
+so an observer sees each copy appear and go on every node. `node_class` (Node by default) makes the cores: a checker may
 pass a Node subclass that watches what the core does (it must change
 nothing).
 
@@ -61,7 +62,7 @@ from typing import Callable, NamedTuple
 
 from disque_py.formats import bus as msg
 from disque_py.base.clock import FakeClock
-from disque_py.base.effects import AofDedup, AofDelJob, AofLoadJob, AofUndedup, ToPeer, Unblock
+from disque_py.base.effects import ToPeer, Unblock
 from disque_py.engine import STATE_NAMES, deserialize_job
 from disque_py.node.node import Node
 from disque_py.persistence import aof_format
@@ -225,6 +226,7 @@ class SimNet:
         self.up[i] = False
         self.down_since[i] = self.clock.now_ms()
         self.nodes[i].take_effects()
+        self.nodes[i].aof.drop()        # noted, never written: lost with the process
         self.refresh_views()
 
     def restart(self, i: int) -> Node:
@@ -274,20 +276,23 @@ class SimNet:
             self.aof[i] = self.aof[i][:end] if end else bytearray(aof_format.HEADER)
         return found[1:]
 
-    def _append_aof(self, i: int, effect) -> None:
-        kind = type(effect)
-        if kind is AofLoadJob:
-            # Serialized when carried out, as the runtime does after a batch
-            # (server/persistence_service.py: Node.job_bytes, options included).
-            self.aof[i] += aof_format.load_job_record(self.nodes[i].job_bytes(effect.job))
-            self.aof_jobs[i].add(effect.job.id)
-        elif kind is AofDelJob:
-            self.aof[i] += aof_format.del_job_record(effect.job_id)
-            self.aof_jobs[i].discard(effect.job_id)
-        elif kind is AofDedup:            # a DEDUP key no LOADJOB record here carries
-            self.aof[i] += aof_format.dedup_record(*effect)
-        elif kind is AofUndedup:          # a key its failed ADDJOB forgot
-            self.aof[i] += aof_format.undedup_record(*effect)
+    def _take_aof(self, i: int) -> list[list[bytes]]:
+        """The records node i's core noted since the last take (encoded
+        then, as the server's writer does at the turn's end), appended to
+        its AOF if it has one; returned as aof_format.v2_records reads them."""
+        data = self.nodes[i].aof.take()
+        if not data:
+            return []
+        records = [record.argv for record in aof_format.v2_records(data, 0, len(data))]
+        if self.aof[i] is not None:
+            self.aof[i] += data
+            on_disk = self.aof_jobs[i]
+            for argv in records:
+                if argv[0] == b"LOADJOB":
+                    on_disk.add(argv[1][:40])        # the wire bytes start with the ID
+                elif argv[0] == b"DELJOB":
+                    on_disk.discard(argv[1])
+        return records
 
     def _load_aof(self, i: int, node: Node) -> None:
         """Replay as PersistenceService._replay does (the core emits no
@@ -353,7 +358,6 @@ class SimNet:
         AOF records; then show the observer what happened."""
         runs: dict[bytes, list] = {}
         seen = []
-        aof = self.aof[i]
         for effect in self.nodes[i].take_effects():
             kind = type(effect)
             if kind is ToPeer:
@@ -369,14 +373,15 @@ class SimNet:
                 client = effect.waiter.client
                 self.unblocked.setdefault(client, []).append(effect.outcome)
                 self.unblocks.append((self.clock.now_ms(), i, client, effect.outcome))
-            elif aof is not None:
-                self._append_aof(i, effect)
-            seen.append(effect)
+                seen.append(effect)
+        records = self._take_aof(i)
         for node_id, peer_runs in runs.items():
             for kind, mflags, items in peer_runs:
                 self._send(i, self.index[node_id], kind, mflags, items)
         if self.observer is not None:
             # After the sends: a job that left in a frame is still somewhere.
+            for argv in records:
+                self.observer.observe_record(i, argv)
             for effect in seen:
                 self.observer.observe(i, effect)
 

@@ -275,7 +275,7 @@ def test_rewrite_progress_counts_jobs_walked_and_written(loader, tmp_path):
     load(loader)
     jobs = loader.node.jobs
     next(iter(jobs.values())).state = ACKED          # walked, not written
-    writer = AofWriter(str(tmp_path / "rewritten.aof"), "everysec", loop=None)
+    writer = AofWriter(str(tmp_path / "rewritten.aof"), "everysec", None, loader.node.aof)
     rewrite = Rewrite(writer, jobs, [])
     seen = [dict(rewrite.progress_fields())]
     while not rewrite.step():

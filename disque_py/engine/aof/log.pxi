@@ -9,7 +9,8 @@
 # written twice, in order; load.pxi's aof_load_job says which of a job's
 # records counts). The first note of a turn calls the on_records hook
 # once: the server layer writes the records at the turn's end, before
-# the replies that wait for them.
+# the replies that wait for them (a log without the hook, a node alone
+# in a test or the simulation, is taken by its owner).
 #
 # Batches: each take() that the writer writes is one batch (written_gen);
 # the writer advances released_gen when replies waiting for batches may

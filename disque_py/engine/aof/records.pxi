@@ -175,3 +175,21 @@ def aof_record(int kind, bytes payload):
     memcpy(_open_record(out, kind, length), PyBytes_AS_STRING(payload), length)
     _close_record(out, length)
     return out.take()
+
+
+def aof_job_record(Job job):
+    """The 'J' record AofLog writes for the job as it is now (the rewrite's)."""
+    cdef WriteBuffer out = WriteBuffer.__new__(WriteBuffer)
+    put_job_record(out, job)
+    return out.take()
+
+
+def aof_dedup_record(int kind, bytes queue, bytes key, bytes job_id, int64_t until_ms):
+    """A 'K' record (AOF_DEDUP) or a 'U' one (AOF_UNDEDUP) of a DEDUP key
+    (the rewrite's, tests')."""
+    cdef WriteBuffer out = WriteBuffer.__new__(WriteBuffer)
+    if PyBytes_GET_SIZE(job_id) != JOB_ID_LEN:
+        raise ValueError("a job ID has 40 bytes")
+    put_dedup_record(out, kind, queue, PyBytes_AS_STRING(key), PyBytes_GET_SIZE(key),
+                     PyBytes_AS_STRING(job_id), until_ms)
+    return out.take()
