@@ -21,7 +21,8 @@ from disque_py.formats.resp import encode
 from disque_py.persistence.aof import REWRITE_SLICE_JOBS, AofWriter
 from disque_py.persistence.progress import REPORT_INTERVAL_S, ProgressMeter
 from disque_py.persistence.rewrite import Rewrite
-from disque_py.server.persistence_service import LOAD_SLICE_RECORDS, LoadStopped, PersistenceService
+from disque_py.server import persistence_service
+from disque_py.server.persistence_service import LoadStopped, PersistenceService
 from disque_py.server.state import ServerState
 from disque_py.tools.large_aof import write_large_aof
 
@@ -157,11 +158,15 @@ def captured_log():
 SLICE_SECONDS = 2.0            # fake time one slice of records takes
 
 
+SLICE = 1000                   # records per slice here: ten slices
+
+
 @pytest.fixture
-def loader(tmp_path, node, fake_clock):
-    """A PersistenceService over a 10,000-job AOF, with the fake clock
-    moving SLICE_SECONDS per slice and INFO persistence read between
-    slices (into `seen`)."""
+def loader(tmp_path, node, fake_clock, monkeypatch):
+    """A PersistenceService over a 10,000-job AOF loaded in ten slices,
+    with the fake clock moving SLICE_SECONDS per slice and INFO
+    persistence read between slices (into `seen`)."""
+    monkeypatch.setattr(persistence_service, "LOAD_SLICE_RECORDS", SLICE)
     server = ServerState(node, Config())
     seen: list[dict] = []
 
@@ -191,11 +196,12 @@ def test_the_load_logs_progress_each_report_interval(loader, captured_log):
     end, _ = load(loader)
     assert end == loader.size
     progress = [line for line in captured_log.lines if line.startswith("Loading the AOF: ")]
-    # Ten slices; the clock reads t = 2 (k - 1) s at the k-th: due at 6, 12 and 18 s.
-    assert len(progress) == 3
-    first = progress[0]        # 4th slice: 3,999 records read, header included
-    assert first.startswith("Loading the AOF: 39.")
-    assert " 3998 jobs, 666 jobs/s, 9 s left" in first        # 3,998 jobs in 6 s
+    # Ten slices, a look after each but the last; the clock reads
+    # t = 2 (k - 1) s at the k-th look: reports due at 6 and 12 s.
+    assert len(progress) == 2
+    first = progress[0]        # after the 4th slice: 4,000 records
+    assert first.startswith("Loading the AOF: 40.")
+    assert " 4000 jobs, 667 jobs/s, 8 s left" in first        # 4,000 jobs in 6 s
     assert captured_log.lines[-1].startswith(
         "DB loaded from append only file: 10000 jobs in ")
 
@@ -203,7 +209,7 @@ def test_the_load_logs_progress_each_report_interval(loader, captured_log):
 def test_info_shows_the_load_while_it_runs_then_loading_0(loader):
     load(loader)
     seen = loader.seen
-    assert len(seen) == 10_000 // LOAD_SLICE_RECORDS
+    assert len(seen) == 10_000 // SLICE - 1        # no look after the last slice
     for fields in seen:
         assert fields["loading"] == 1
         assert (fields["aof_enabled"], fields["aof_state"]) == (0, "off")  # as Disque's
@@ -213,7 +219,7 @@ def test_info_shows_the_load_while_it_runs_then_loading_0(loader):
     loaded = [fields["loading_loaded_bytes"] for fields in seen]
     assert loaded == sorted(loaded) and len(set(loaded)) == len(loaded)
     jobs = [fields["loading_loaded_jobs"] for fields in seen]
-    assert jobs == [n * LOAD_SLICE_RECORDS - 2 for n in range(1, len(seen) + 1)]
+    assert jobs == [n * SLICE for n in range(1, len(seen) + 1)]
     # The k-th look is at t = 2 (k - 1) s: elapsed x remaining / loaded.
     third = seen[2]
     remaining = loader.size - third["loading_loaded_bytes"]
