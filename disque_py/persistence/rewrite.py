@@ -8,8 +8,9 @@ the rewrite started (a key outlives its job). Records noted meanwhile
 also go to its buffer (AofWriter._take, and collect_for_rewrite for the
 turn it ends in), so whatever happens during the walk is replayed after
 the snapshot: a job created meanwhile may appear twice (loading keeps
-the last), a job deleted meanwhile is deleted again by its 'D' record. finish() appends the buffer, fsyncs, renames the file over the
-AOF and fsyncs the directory: a crash at any point leaves either the old
+the last), a job deleted meanwhile is deleted again by its 'D' record.
+finish() appends the buffer, fsyncs, renames the file over the AOF and
+fsyncs the directory: a crash at any point leaves either the old
 file or the new one. With the AOF on, the writer appends to the new file
 from then on; with it off (BGREWRITEAOF, SHUTDOWN REWRITE-AOF) the file is
 only written.
