@@ -3,9 +3,10 @@
 The node's methods (the engine's and its components') change state and
 append effects to node.effects; the server layer (server/effects.py)
 drains that outbox after each batch of commands and after each timer tick,
-and carries the effects out (answer a parked client, send a cluster message).
-AOF records are not effects: the engine notes them in the node's AofLog
-(engine/aof/log.pxi), which the server writes at the end of each loop turn. The node itself never touches a socket or a file, so a
+and carries the effects out (answer a parked client, send a cluster
+message). AOF records are not effects: the engine notes them in the
+node's AofLog (engine/aof/log.pxi), which the server writes at the end of
+each loop turn. The node itself never touches a socket or a file, so a
 test can call a method and look at the effects it produced.
 """
 

@@ -10,8 +10,10 @@ milliseconds and the writes stay few and large.
 A thread of its own writes the blocks, one at a time while the loop
 makes the next, and fsyncs every REWRITE_SYNC_EVERY bytes and at the end
 (as Redis's child does): the loop never waits for the disk, and step()
-says when it has nothing to do until the thread is done (`waiting`). Records appended meanwhile also go to
-its buffer (AofWriter._take), so whatever happens during the walk is
+says when it has nothing to do until the thread is done (`waiting`).
+Records noted meanwhile also go to its buffer (AofWriter._take, and
+collect_for_rewrite for the turn it ends in), so whatever happens during
+the walk is
 replayed after the snapshot: a job created meanwhile may appear twice
 (loading keeps the first unless the second revises it), a job deleted
 meanwhile is deleted again by its 'D' record. finish() appends the

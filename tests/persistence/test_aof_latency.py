@@ -87,7 +87,8 @@ def test_a_fast_write_records_nothing(loop, tmp_path, clock, monitor, source):
     assert monitor.events == {}
 
 
-def test_a_write_during_a_rewrite_is_an_aof_write_active_child(loop, tmp_path, clock, monitor, source):
+def test_a_write_during_a_rewrite_is_an_aof_write_active_child(loop, tmp_path, clock, monitor,
+                                                                source):
     writer = open_writer(loop, tmp_path, "no", SlowOps(clock), source, monitor)
     writer.rewrite = Rewrite(writer, JobTable(), [])
     writer.ops.write_ms = 6

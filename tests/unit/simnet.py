@@ -39,9 +39,9 @@ records before its replies); frame_done(trace) once a frame carrying whole
 jobs (REPLJOB, YOURJOBS) was delivered or lost; and, if it has the method,
 booted(i, node) each time node i's core is made (start or restart). With
 `track_copies`, every core notes its AOF records (changing nothing else),
-so an observer sees each copy appear and go on every node. `node_class` (Node by default) makes the cores: a checker may
-pass a Node subclass that watches what the core does (it must change
-nothing).
+so an observer sees each copy appear and go on every node. `node_class`
+(Node by default) makes the cores: a checker may pass a Node subclass
+that watches what the core does (it must change nothing).
 
 Time moves only in run_until / run_for (or advance, for a caller running
 its own loop), in steps of at most max_step_ms (STEP_MS by default, the
