@@ -13,13 +13,12 @@ makes the next, and fsyncs every REWRITE_SYNC_EVERY bytes and at the end
 says when it has nothing to do until the thread is done (`waiting`).
 Records noted meanwhile also go to its buffer (AofWriter._take, and
 collect_for_rewrite for the turn it ends in), so whatever happens during
-the walk is
-replayed after the snapshot: a job created meanwhile may appear twice
-(loading keeps the first unless the second revises it), a job deleted
-meanwhile is deleted again by its 'D' record. finish() appends the
-buffer, fsyncs (only that is left), renames the file over the AOF and
-fsyncs the directory: a crash at any point leaves either the old file or
-the new one. With the AOF on, the writer appends to the new file
+the walk is replayed after the snapshot: a job created meanwhile may
+appear twice (loading keeps the first unless the second revises it), a
+job deleted meanwhile is deleted again by its 'D' record. finish()
+appends the buffer, fsyncs (only that is left), renames the file over
+the AOF and fsyncs the directory: a crash at any point leaves either the
+old file or the new one. With the AOF on, the writer appends to the new file
 from then on; with it off (BGREWRITEAOF, SHUTDOWN REWRITE-AOF) the file is
 only written.
 
