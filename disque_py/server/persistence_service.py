@@ -293,12 +293,13 @@ class PersistenceService:
     def _fail_replies(self, first: int, last: int, reason: str) -> None:
         """Batches first..last could not be made durable: the replies that
         waited for them must not claim success, and cannot be unsent one
-        by one, so those clients' sessions end."""
+        by one, so those clients' sessions end, at once (a connection
+        running a command too: CONFIG SET appendonly no, SHUTDOWN)."""
         for conn in self.server.take_failed(first, last):
             session = conn.session
             log.warning("Closing client %s: its commands could not be written to the "
                         "AOF (%s)", session.addr if session else "?", reason)
-            conn.close()
+            conn.drop()
 
     @property
     def accepting(self) -> bool:

@@ -400,6 +400,12 @@ class ClientConnection(ConnectionBase, asyncio.Protocol):
         if not self._running:
             self._close()
 
+    def drop(self) -> None:
+        """Close now, even while its commands run: replies it was owed were
+        dropped (ServerCore.take_failed), so no later one may reach the
+        client, which would take it for the answer to an earlier command."""
+        self._close()
+
 
 def _muted(session, kind) -> bool:
     """CLIENT REPLY: whether this command's reply is dropped; moves the

@@ -151,3 +151,4 @@ def test_shutdown_is_refused_when_the_final_fsync_fails(make_server):
     assert server.proc.wait(10) == 0
     server.start()
     assert all(fields is not None for fields in show_all(server, ids).values())
+
