@@ -10,5 +10,5 @@ runtime's import path (nothing the server runs imports them).
     loopback.py     disque-server processes on loopback, for the tools, the
                     tests and the benchmarks
     pki.py          a throwaway certificate authority (TLS tests, benchmarks)
-    large_aof.py    large AOFs written directly (load tests, benchmarks)
+    large_aof.py    large AOFs written directly (the load and progress tests)
 """
