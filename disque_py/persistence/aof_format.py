@@ -3,7 +3,7 @@
 Version 2, what this server writes, is binary: after the header (the RESP
 array "DQPAOF 2") come records whose format, writer and reader are the
 engine's (engine/aof/records.pxi: a job's state, a job gone, a DEDUP key
-kept or forgotten, each with its CRC-32). records() gives each as the
+kept or forgotten, each with its checksum). records() gives each as the
 version-1 record with the same meaning, so tools read both alike; the
 loader replays version 2 in the engine.
 

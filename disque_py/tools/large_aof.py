@@ -4,9 +4,8 @@ A file of a million jobs takes a server minutes of ADDJOBs to write; here
 it takes seconds. The records come from the product's own record writer
 (the engine's aof_record over its pack_job), so the file is what a server
 would have written: a header, then one 'J' record per job, each with its
-CRC. Jobs are queued, with a long TTL and a retry, spread over a
-few queues, every body the same size. Used by the load-progress tests and
-by benchmarks/bench_aof_load.py.
+checksum. Jobs are queued, with a long TTL and a retry, spread over a
+few queues, every body the same size. Used by the load-progress tests.
 """
 
 from __future__ import annotations
