@@ -191,6 +191,7 @@ class ClientConnection(ConnectionBase, asyncio.Protocol):
         dispatch = server.commands.dispatch
         clock = server.monotonic
         out: list = [prefix] if prefix else []
+        noted = node.aof.noted                  # the fast path's part: prefix
         ran = 0
         total = len(commands)
         close_after = False
@@ -245,7 +246,8 @@ class ClientConnection(ConnectionBase, asyncio.Protocol):
         finally:
             self._running = False
         if out:
-            self.deliver(b"".join(out), total > 1 or prefix is not None)
+            self.deliver(b"".join(out), total > 1 or prefix is not None,
+                         prefix is not None or node.aof.noted != noted)
         elif self._order:
             self.flush_order()
         if close_after or session.kill_requested:

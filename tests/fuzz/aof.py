@@ -51,7 +51,7 @@ def check_reader(data: bytes) -> None:
     boundary = 0
     try:
         for record in aof_format.records(data):
-            # A version-2 record may end past the data's end: its CRC's last
+            # A version-2 record may end past the data's end: its checksum's last
             # bytes may be zeros, like reserved space (records.pxi).
             assert record.offset == boundary < record.end <= len(data), record
             assert record.offset < end, record

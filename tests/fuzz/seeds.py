@@ -134,7 +134,7 @@ def server_aofs() -> list[bytes]:
 
 def _whole(data: bytes) -> bytes:
     """The file up to the end of its last record: without the space the
-    writer reserved (a record's CRC may end in zero bytes, like it)."""
+    writer reserved (a record's checksum may end in zero bytes, like it)."""
     return data[:list(aof_format.records(data))[-1].end]
 
 

@@ -20,12 +20,12 @@ import subprocess
 import sys
 import threading
 import time
-import zlib
 from pathlib import Path
 from typing import NamedTuple
 
 import redis
 
+from disque_py.engine import RECORD_OK, aof_record_at
 from tests.support import HOST, RawClient, ServerProcess, encode_command, wait_for
 
 AOF_NAME = "disque.aof"
@@ -56,7 +56,7 @@ def data_end(data: bytes) -> int:
 def parse_records(data: bytes) -> list[Record]:
     """Every whole record of an AOF, in order: the header (a RESP array),
     then, by its version, RESP arrays of bulk strings (version 1) or binary
-    records (version 2: kind, length, payload, CRC-32), those given in
+    records (version 2: kind, length, payload, checksum), those given in
     version 1's form (LOADJOB job, DELJOB id, DEDUP queue key id ms,
     UNDEDUP queue key id; arg_offsets: where each field's bytes are).
 
@@ -77,15 +77,15 @@ def parse_records(data: bytes) -> list[Record]:
 
 
 def _read_binary(data: bytes, start: int) -> Record | None:
-    """A version-2 record at start (its CRC may end in zero bytes: it is
+    """A version-2 record at start (its checksum may end in zero bytes: it is
     judged against the whole data, not the data's end)."""
     head = start + 5
     if head > len(data):
         return None
     kind, length = data[start], int.from_bytes(data[start + 1:head], "big")
     end = head + length + 4
-    if end > len(data) or zlib.crc32(data[start:end - 4]) != int.from_bytes(data[end - 4:end],
-                                                                              "big"):
+    # The checksum (XXH3) is the engine's to compute; the fields are read here.
+    if end > len(data) or aof_record_at(data, start, len(data))[0] != RECORD_OK:
         return None
     payload = data[head:end - 4]
     if kind == ord("J"):

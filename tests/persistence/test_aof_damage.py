@@ -131,7 +131,7 @@ def test_flipped_byte_in_early_loadjob_refuses_start_and_check_aof_fix_recovers(
     body_at = data.index(b"payload-001", second.offset)
     assert second.offset < body_at < second.end
     damaged = bytearray(data)
-    damaged[body_at] ^= 0x20                      # 'p' -> 'P': the CRC no longer matches
+    damaged[body_at] ^= 0x20                      # 'p' -> 'P': the checksum no longer matches
     _refused_then_fixed(server, ids, bytes(damaged), second.offset, kept=1)
 
 

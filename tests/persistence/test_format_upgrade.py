@@ -84,7 +84,7 @@ def test_check_aof_reads_a_version_2_aof_and_fix_cuts_its_torn_tail(make_server,
         valid.stdout
     last = records[-1]
     path = tmp_path / "torn.aof"
-    path.write_bytes(data[:last.end - 3] + bytes(4096))     # cut in its CRC, then reserved space
+    path.write_bytes(data[:last.end - 3] + bytes(4096))     # cut in its checksum, then reserved space
     torn = check_aof(path)
     assert torn.returncode == 1
     assert torn.stdout.startswith("AOF is not valid: torn last record: ") and \

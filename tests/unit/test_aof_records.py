@@ -130,7 +130,7 @@ def test_a_checksum_failure_followed_by_data_is_damage(tmp_path):
 
 
 def _dedup_whose_crc_ends_in_zeros(zeros: int) -> bytes:
-    """A 'K' record whose CRC's last `zeros` bytes are 0 (found by key)."""
+    """A 'K' record whose checksum's last `zeros` bytes are 0 (found by key)."""
     for n in range(1 << 20):
         record = dedup(b"key-%d" % n)
         if record.endswith(bytes(zeros)):
@@ -141,7 +141,7 @@ def _dedup_whose_crc_ends_in_zeros(zeros: int) -> bytes:
 @pytest.mark.parametrize("zeros", [1, 2])
 def test_a_last_record_whose_checksum_ends_in_zeros_is_whole_before_reserved_space(tmp_path,
                                                                                     zeros):
-    # Reserved space is zeros, and so is the end of that CRC: the data's
+    # Reserved space is zeros, and so is the end of that checksum: the data's
     # end (aof_format.data_end) falls inside the record, which is whole.
     record = _dedup_whose_crc_ends_in_zeros(zeros)
     for reserved in (0, 4096):

@@ -6,6 +6,7 @@ cdef class AofLog:
     cdef WriteBuffer out                   # encoded records not taken yet
     cdef bint scheduled                    # on_records was called this turn
     cdef public object on_records          # hook: records wait (the turn's end writes them)
+    cdef public uint64_t noted             # records noted so far (a batch compares it)
     cdef public uint64_t written_gen       # batches of records written by the writer
     cdef public uint64_t released_gen      # replies waiting for batches up to this may leave
 

@@ -17,7 +17,10 @@
 # leave (written: everysec and no; fsynced: always). reply_gen() is the
 # batch a reply made now waits for, 0 for none: the records noted this
 # turn if any (the reply may show state they hold), else with appendfsync
-# always those written but not yet fsynced.
+# always those written but not yet fsynced. That is for a reply that may
+# show anything: a client's batch that noted no record (`noted` did not
+# move while it ran) waits for none (ConnectionBase.deliver): what it
+# read may be in records not yet durable, but it acknowledged nothing.
 
 @cython.final
 cdef class AofLog:
@@ -33,6 +36,7 @@ cdef class AofLog:
                 self.on_records()
         self.pending.append(kind)
         self.pending.append(item)
+        self.noted += 1
         return 0
 
     cdef int encode_pending(self) except -1:

@@ -26,7 +26,7 @@ cdef class ConnectionBase:
     cpdef after_commands(self)
 
     cdef int _run_fast(self, double started) except -1
-    cdef int _finish_fast(self, bint pipelined) except -1
-    cpdef deliver(self, bytes payload, bint pipelined=*)
+    cdef int _finish_fast(self, bint pipelined, bint wrote) except -1
+    cpdef deliver(self, bytes payload, bint pipelined=*, bint wrote=*)
     cpdef write_out(self, bytes payload, bint pipelined=*)
     cpdef flush_out(self)

@@ -51,8 +51,9 @@
 # records first (one write per turn, as Redis does in beforeSleep); with
 # appendfsync always it waits further, until an fsync covers them
 # (held_gen: the batch it waits for, aof/log.pxi). Anything written to the
-# connection meanwhile waits behind it. A reply made when no record waits
-# leaves as above: the AOF costs it nothing.
+# connection meanwhile waits behind it. A reply made when no record waits,
+# or by a batch of commands that noted none (a read: AofLog.noted did not
+# move), leaves as above: the AOF costs it nothing.
 
 from libc.math cimport INFINITY
 
@@ -160,6 +161,7 @@ cdef class ConnectionBase:
         cdef int status = HOT_DONE
         cdef int disk = -1             # unknown until a command needs it
         cdef double now, took
+        cdef uint64_t noted = node.aof.noted     # did the batch note AOF records?
         call.session = session
         call.resp3 = session.resp3
         while reader.next_command() == PARSE_COMMAND and reader.inline_argv is None:
@@ -201,14 +203,15 @@ cdef class ConnectionBase:
         server.stats.commands_processed += ran
         if reader.next_command() != PARSE_MORE or reader.error is not None:
             if status == HOT_PARKED:
-                self._finish_fast(True)       # the replies before it leave now, as Disque's do
+                self._finish_fast(True, node.aof.noted != noted)   # the replies before it
+                                                                  # leave now, as Disque's do
             self.run_commands(reader.take_all(), started,
                               call.out.take() if call.out.size else None)
             return 0
-        self._finish_fast(ran > 1)
+        self._finish_fast(ran > 1, node.aof.noted != noted)
         return 0
 
-    cdef int _finish_fast(self, bint pipelined) except -1:
+    cdef int _finish_fast(self, bint pipelined, bint wrote) except -1:
         """What the Python loop does after a batch: effects first (AOF
         records, other clients), then this client's replies (see Output)."""
         cdef ServerCore server = self.server
@@ -222,16 +225,19 @@ cdef class ConnectionBase:
             if self._order:
                 self.flush_order()            # what was answered before a parked command
         else:
-            self.deliver(self.call.out.take(), pipelined)
+            self.deliver(self.call.out.take(), pipelined, wrote)
         if self.session.kill_requested:
             self.close_after_replies()
         return 0
 
-    cpdef deliver(self, bytes payload, bint pipelined=False):
+    cpdef deliver(self, bytes payload, bint pipelined=False, bint wrote=True):
         """Write replies now (at the turn's end for a pipelined read), or
-        once the AOF records they may depend on are written (see above)."""
+        once the AOF records they may depend on are written (see above).
+        `wrote`: False for the replies of a batch that noted no record,
+        which wait for none (a read, under appendfsync always too)."""
         cdef ServerCore server = self.server
-        cdef uint64_t gen = server.node.aof.reply_gen() if server.node.aof_enabled else 0
+        cdef uint64_t gen = server.node.aof.reply_gen() \
+            if wrote and server.node.aof_enabled else 0
         if gen == 0:
             self.write_out(payload, pipelined)
             return
