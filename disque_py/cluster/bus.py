@@ -26,11 +26,15 @@ handshake frames not counted): a link we opened counts for its node, one
 a peer opened for the sender of its messages. /metrics reads the counters
 of the nodes still known (traffic_of); those of forgotten nodes go then.
 
+Input: the compiled LinkBase (engine/net/link.pxi) cuts the byte stream
+into frames and applies the data plane's REPLJOB and GOTJOB frames in C
+once the link is trusted; every other frame comes to on_frame here.
+
 Writes are coalesced: frames sent to one link within one event-loop turn
-go out in a single write. The cluster service, which already batches the
-job messages of a turn, hands its frames over with send_now: they are
-written at once (behind any frames still queued, keeping the order), not
-one more loop turn later.
+go out in a single write. The job messages of a turn come already
+encoded, one buffer per peer (the node's BusOutbox), through
+write_frames: written at once (behind any frames still queued, keeping
+the order), not one more loop turn later.
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ from typing import Protocol
 
 from disque_py.base import log
 from disque_py.cluster import auth
+from disque_py.engine import LinkBase
 from disque_py.formats import bus as msg
 
 CONNECT_TIMEOUT_S = 2.0
@@ -54,27 +59,27 @@ STAT_NAMES = ("auth_failures", "frames_refused", "links_refused", "frames_too_la
 RECEIVED, SENT = 0, 2
 
 
-class BusLink(asyncio.Protocol):
-    """One bus connection. `node` is set for links we opened, None for inbound."""
+class BusLink(LinkBase, asyncio.Protocol):
+    """One bus connection. `node` is set for links we opened, None for
+    inbound. LinkBase (engine/net/link.pxi) splits the frames and takes
+    the data plane's in C; every other frame comes to on_frame."""
 
     def __init__(self, bus: "ClusterBus", node=None) -> None:
         self.bus = bus
         self.node = node
+        self.core = bus.owner.node
         self.transport = None
         self.peer_ip = ""
         self.local_ip = ""
-        self._buffer = bytearray()
-        self._needed = 0             # payload length of the frame being read
         self._pending: list[bytes] = []
-        self.closed = False
         self.generation = 0
         self.opened = self.last_data = time.monotonic()
-        self.peer_id: bytes | None = None    # the node an authenticated inbound link speaks for
         self.sender: bytes | None = None     # the node whose messages came last (traffic)
         self.trusted = False         # authenticated, or (no secret) past its first heartbeat
         self.ready: asyncio.Future | None = None   # our link: set once usable
         self._connector: auth.Connector | None = None
         self._acceptor: auth.Acceptor | None = None
+        self._open_when_trusted()
 
     def connection_made(self, transport) -> None:
         self.transport = transport
@@ -90,40 +95,43 @@ class BusLink(asyncio.Protocol):
                 self.close()
                 return
             bus.inbound.add(self)
+            self._open_when_trusted()
             return
         self.ready = bus.loop.create_future()
         secret, mode = bus.auth_settings()
         if secret is None:
             self.trusted = True       # a node we chose to connect to
+            self._open_when_trusted()
             self._set_ready()
             return
         self._connector = auth.Connector(secret, bus.my_id(), mode)
+        self._open_when_trusted()
         transport.write(self._connector.hello())
 
-    def data_received(self, data: bytes) -> None:
-        self.last_data = time.monotonic()
-        buffer = self._buffer
-        buffer += data
+    def _open_when_trusted(self) -> None:
+        """What the link may send now: the largest frame (a small one until
+        it is trusted, a handshake's while one runs), and whether the fast
+        path takes its data-plane frames (only once it is trusted)."""
+        self.fast = False
+        if self._connector is not None or self._acceptor is not None:
+            self.frame_limit = auth.MAX_FRAME           # mid-handshake
+        elif not self.trusted:
+            secret, mode = self.bus.auth_settings()
+            required = secret is not None and mode == auth.MODE_REQUIRE
+            self.frame_limit = auth.MAX_FRAME if required else UNTRUSTED_MAX_FRAME
+        else:
+            self.frame_limit = msg.MAX_FRAME
+            self.fast = True
+
+    # -------------------------------------------- LinkBase's hooks (link.pxd)
+
+    def on_frame(self, payload: bytes) -> None:
         try:
-            while not self.closed:
-                if not self._needed:
-                    if len(buffer) < msg.LENGTH.size:
-                        return
-                    self._needed = self._frame_length(bytes(buffer[:msg.LENGTH.size]))
-                end = msg.LENGTH.size + self._needed
-                if len(buffer) < end:
-                    return
-                payload = memoryview(buffer)[msg.LENGTH.size:end]
-                if auth.is_handshake(payload):
-                    self._on_handshake(bytes(payload))
-                    del payload
-                    del buffer[:end]
-                else:
-                    header, body = msg.decode(payload)
-                    del payload
-                    del buffer[:end]
-                    self._on_message(header, body, end)
-                self._needed = 0
+            if auth.is_handshake(payload):
+                self._on_handshake(payload)
+            else:
+                header, body = msg.decode(payload)
+                self._on_message(header, body, len(payload) + msg.LENGTH.size)
         except msg.BadFrame as error:
             log.warning("Closing cluster bus link with %s: bad frame: %s", self.peer_ip, error)
             self.close()
@@ -132,24 +140,22 @@ class BusLink(asyncio.Protocol):
             log.warning("Closing cluster bus link with %s: authentication failed: %s",
                         self.peer_ip, error)
             self.close()
+        if not self.fast and not self.closed:
+            self._open_when_trusted()
 
-    def _frame_length(self, prefix: bytes) -> int:
-        """A frame's announced payload length, within what this link may send
-        now (decode() checks a bus message's own minimum)."""
-        (length,) = msg.LENGTH.unpack(prefix)
+    def refuse_length(self, length: int) -> None:
         if length < auth.MIN_FRAME:
-            raise msg.BadFrame(f"frame length {length} out of range")
-        limit = msg.MAX_FRAME
-        if self._connector is not None or self._acceptor is not None:
-            limit = auth.MAX_FRAME           # mid-handshake
-        elif not self.trusted:
-            secret, mode = self.bus.auth_settings()
-            required = secret is not None and mode == auth.MODE_REQUIRE
-            limit = auth.MAX_FRAME if required else UNTRUSTED_MAX_FRAME
-        if length > limit:
+            reason = f"frame length {length} out of range"
+        else:
             self.bus.count("frames_too_large")
-            raise msg.BadFrame(f"frame of {length} bytes before the link is trusted")
-        return length
+            reason = f"frame of {length} bytes before the link is trusted"
+        log.warning("Closing cluster bus link with %s: bad frame: %s", self.peer_ip, reason)
+        self.close()
+
+    def fast_frames_done(self, sender: bytes, frames: int, size: int) -> None:
+        self.sender = sender
+        self.bus.account(sender, RECEIVED, frames, size)
+        self.bus.owner.on_fast_frames(sender, frames)
 
     def _on_handshake(self, payload: bytes) -> None:
         bus = self.bus
@@ -182,7 +188,7 @@ class BusLink(asyncio.Protocol):
                 raise auth.AuthFailed("this node requires the cluster secret")
             if header.type not in HEARTBEATS:
                 raise msg.BadFrame("the first message of a link is a heartbeat")
-            self.trusted = True
+            self.trusted = True            # on_frame then opens the fast path
         if header.sender == bus.my_id() or \
                 (self.peer_id is not None and header.sender != self.peer_id):
             bus.count("frames_refused")     # forged: not who authenticated
@@ -208,15 +214,17 @@ class BusLink(asyncio.Protocol):
         self._pending.append(frame)
         self._account_sent(1, len(frame))
 
-    def send_now(self, frames: list[bytes]) -> None:
+    def write_frames(self, data: bytes, frames: int) -> None:
+        """`frames` frames encoded in `data`, written at once (behind any
+        frames still queued, keeping the order)."""
         if self.closed:
             return
-        self._account_sent(len(frames), sum(map(len, frames)))
+        self._account_sent(frames, len(data))
         pending = self._pending
         if pending:
-            frames = pending + frames
+            data = b"".join(pending) + data
             pending.clear()          # the _flush already scheduled finds nothing
-        self.transport.write(b"".join(frames))
+        self.transport.write(data)
 
     def _flush(self) -> None:
         if not self.closed and self._pending:
@@ -251,6 +259,7 @@ class BusOwner(Protocol):
     def on_link_up(self, node) -> None: ...
     def on_link_failed(self, node, generation: int) -> None: ...
     def on_bus_message(self, link: BusLink, header: msg.Header, body) -> None: ...
+    def on_fast_frames(self, sender: bytes, frames: int) -> None: ...
 
 
 class ClusterBus:
@@ -341,11 +350,11 @@ class ClusterBus:
         link.send(frame)
         return True
 
-    def send_now(self, node, frames: list[bytes]) -> bool:
+    def write_frames(self, node, data: bytes, frames: int) -> bool:
         link = self.links.get(node)
         if link is None or link.closed:
             return False
-        link.send_now(frames)
+        link.write_frames(data, frames)
         return True
 
     def drop(self, node) -> None:

@@ -9,8 +9,8 @@ not shipped beside the extension (a wheel), nothing is checked.
 
 The engine imports only the layers below it (disque_py.base and
 disque_py.formats) and calls the layers above only through its declared
-hooks: NodeHooks (node/hooks.pxd) and the cpdef hooks of ServerCore and
-ConnectionBase (net/server.pxd, net/conn.pxd). Its constants are declared
+hooks: NodeHooks (node/hooks.pxd) and the cpdef hooks of ServerCore,
+ConnectionBase and LinkBase (net/server.pxd, net/conn.pxd, net/link.pxd). Its constants are declared
 once, as `cpdef enum`s in the .pxd of the part that owns them, and are
 Python ints here.
 """
@@ -45,8 +45,8 @@ from disque_py.engine._core import (  # noqa: E402
 from disque_py.engine._core import (  # noqa: E402
     HookNotWired, NodeCore, NodeHooks, is_at_most_once_id, ttl_minutes_from_id)
 from disque_py.engine._core import (  # noqa: E402
-    HOT_COMMANDS, CommandCore, ConnectionBase, RequestParser, ServerCore, SessionCore, StatsCore,
-    parse_int, parse_strict_int, render_jobs, run_hot)
+    HOT_COMMANDS, BusOutbox, CommandCore, ConnectionBase, LinkBase, RequestParser, ServerCore,
+    SessionCore, StatsCore, parse_int, parse_strict_int, render_jobs, run_hot)
 # The constants: cpdef enums, each declared once in the .pxd of its part.
 from disque_py.engine._core import (  # noqa: E402  model/job.pxd
     JOB_ID_LEN, NODE_ID_LEN, WAIT_REPL, ACTIVE, QUEUED, ACKED, FLAG_BCAST_QUEUED,

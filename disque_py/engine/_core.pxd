@@ -19,6 +19,7 @@ include "model/wire.pxd"
 include "model/extra.pxd"
 # net/ (first part): the argument views the node's paths take
 include "net/resp.pxd"
+include "net/frames.pxd"
 # node/: one node's jobs, their lifecycle, and the hooks into the node layer
 # aof/: the AOF's records and the records of this loop turn
 include "aof/records.pxd"
@@ -39,3 +40,4 @@ include "aof/rewrite.pxd"
 include "net/hot.pxd"
 include "net/server.pxd"
 include "net/conn.pxd"
+include "net/link.pxd"

@@ -37,9 +37,11 @@
 #                    the DEDUP keys
 # net/     a client's bytes and the hot commands
 #   resp.pxi         the request parser and the reply buffer
+#   frames.pxi       BusOutbox: job messages to peers, encoded as bus frames
 #   hot.pxi          the hot commands: parsed, run and answered in C
 #   server.pxi       the server and session state those read, as C fields
 #   conn.pxi         a connection's fast path: the hot command loop
+#   link.pxi         a cluster bus link's fast path: REPLJOB and GOTJOB in C
 #
 # Each part's C declarations are in the .pxd beside it (_core.pxd includes
 # them all).
@@ -85,9 +87,11 @@ include "aof/log.pxi"
 include "aof/load.pxi"
 include "aof/rewrite.pxi"
 include "net/resp.pxi"
+include "net/frames.pxi"
 include "net/hot.pxi"
 include "net/server.pxi"
 include "net/conn.pxi"
+include "net/link.pxi"
 
 # Checked against the sources at import (disque_py/engine/__init__.py).
 cdef extern from *:

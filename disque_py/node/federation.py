@@ -81,10 +81,7 @@ class Federation:
             self._send_needjobs(responders, q.name, to_fetch)
 
     def _send_needjobs(self, nodes, name: bytes, count: int) -> None:
-        core = self.core
-        before = len(core.effects)
-        core.send_to(nodes, msg.NEEDJOBS, msg.QueueOp(name, count))
-        self.needjobs_sent += len(core.effects) - before
+        self.needjobs_sent += self.core.send_to(nodes, msg.NEEDJOBS, msg.QueueOp(name, count))
 
     def _valid_responders(self, q: Queue, now_s: int) -> list[bytes]:
         responders = q.responders

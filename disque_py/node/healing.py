@@ -139,6 +139,8 @@ class Healing:
         self._seq = 0
         self._short: dict[Job, None] = {}
         self._marks: dict[Job, tuple] = {}      # job -> its wiped holders
+        # The bus's fast path leaves a REPLJOB to on_repljob while either has jobs.
+        core.heal_marks, core.heal_watch = self._marks, self._watch
         self._prune: list = []
         # Counters (INFO).
         self.peers_failed = 0

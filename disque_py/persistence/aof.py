@@ -143,7 +143,7 @@ class AofWriter:
         self._background = ThreadPoolExecutor(1, thread_name_prefix="aof-fsync")
         self.last_write_ok = True
         self.last_error = ""
-        self.accepting = True
+        self._accepting = True
         self.space_short = False      # the last RESERVE_CHUNK could not be had
         self.delayed_fsync = 0
         self.rewrite = None           # a Rewrite while one runs
@@ -237,6 +237,15 @@ class AofWriter:
         if records and self.rewrite is not None:
             self.rewrite.buffer.append(records)
         return records
+
+    @property
+    def accepting(self) -> bool:
+        return self._accepting
+
+    @accepting.setter
+    def accepting(self, accepting: bool) -> None:
+        self._accepting = accepting
+        self.log.refusing = not accepting     # the bus's confirmations (net/frames.pxi)
 
     def hold_reply(self, callback) -> bool:
         """Run callback(ok, reason) once the records a reply made now may

@@ -27,9 +27,10 @@ from disque_py.cluster import nodes_conf
 from disque_py.cluster.bus import ClusterBus
 from disque_py.cluster.membership import Membership
 from disque_py.cluster.nodes import BUS_PORT_OFFSET, FAIL, HANDSHAKE, options_version_read
-from disque_py.base.effects import Connect, DropLink, ReplyOn, SaveConfig, Send, ToPeer
+from disque_py.base.effects import Connect, DropLink, ReplyOn, SaveConfig, Send
 from disque_py.base.disk_faults import DiskFaults
 from disque_py.base.errors import StartupError
+from disque_py.engine import BusOutbox
 
 CRON_PERIOD_MS = 100
 INBOUND_CHECK_TICKS = 10          # check inbound bus links once a second
@@ -38,8 +39,6 @@ CHOOSE_PORT = "Choose another port: disque-server --port N (make run PORT=N)."
 SAVE_RETRY_TICKS = 10             # a failed nodes.conf save is tried again once a second
 INBOUND_IDLE_MIN_MS = 10_000
 HEARTBEAT_TYPES = (msg.PING, msg.PONG, msg.MEET)
-JOB_LIST_TYPES = (msg.REPLJOB, msg.YOURJOBS)
-QUEUE_OP_TYPES = (msg.NEEDJOBS, msg.PAUSE)
 EPOCH_VAR = "start-epoch"         # nodes.conf: vars start-epoch <n>
 NODES_CONF_WAY_OUT = ("Move it away to start this node as a new one (a new ID; its AOF's jobs "
                       "are kept), then CLUSTER MEET it from a member and CLUSTER FORGET its "
@@ -81,7 +80,7 @@ class ClusterService:
                                      node.clock, announce_ip)
         self.membership.load_records(records)
         self.bus = ClusterBus(self)
-        self._outbox: dict[bytes, list] = {}     # node ID -> [[kind, mflags, items]...]
+        node.bus_out = BusOutbox()               # the server sets its on_frames
         self._save_scheduled = False
         # A failed save (a full disk) is not fatal, as it is in Disque: the
         # cron retries it, INFO shows it, the log says it once.
@@ -200,39 +199,31 @@ class ClusterService:
         if membership.effects:
             self.apply_effects()
 
+    def on_fast_frames(self, sender_id: bytes, frames: int) -> None:
+        """The bus's fast path (engine/net/link.pxi) took `frames` job
+        messages of a known peer in one read: it is alive; carry out what
+        they made."""
+        membership = self.membership
+        membership.messages_received += frames
+        sender = membership.nodes.get(sender_id)
+        if sender is not None:
+            membership.heard_from(sender, self.node.clock.now_ms())
+        if self.node.effects:
+            self.apply_node_effects()
+        if membership.effects:
+            self.apply_effects()
+
     # ------------------------------------------------------------ job messages
 
-    def post(self, item: ToPeer) -> None:
-        """Queue a job-protocol item; consecutive items of one kind for one
-        peer leave in one frame at the end of this loop turn, in order (the
-        frames of a turn for one peer in one write, made at once)."""
-        if not self._outbox:
-            self.loop.call_soon(self._flush_outbox)
-        runs = self._outbox.setdefault(item.node_id, [])
-        if runs and runs[-1][0] == item.kind and runs[-1][1] == item.mflags \
-                and item.kind not in QUEUE_OP_TYPES:
-            runs[-1][2].append(item.item)
-        else:
-            runs.append([item.kind, item.mflags, [item.item]])
-
-    def _flush_outbox(self) -> None:
-        outbox, self._outbox = self._outbox, {}
-        membership = self.membership
-        for node_id, runs in outbox.items():
+    def write_frames(self) -> None:
+        """The node's job messages of this turn, encoded per peer by its
+        BusOutbox (engine/net/frames.pxi): one write per peer, those that
+        wait for the AOF (confirmations) once their records are written."""
+        membership, bus = self.membership, self.bus
+        for node_id, data, frames in self.node.bus_out.take(self.node.aof.released_gen):
             node = membership.nodes.get(node_id)
-            if node is None:
-                continue
-            frames = []
-            for kind, mflags, items in runs:
-                if kind in JOB_LIST_TYPES:
-                    body = msg.Jobs(items)
-                elif kind in QUEUE_OP_TYPES:
-                    body = items[0]
-                else:
-                    body = msg.JobIds(items)
-                frames.append(msg.encode(membership.header(kind, mflags), body))
-            if self.bus.send_now(node, frames):
-                membership.messages_sent += len(frames)
+            if node is not None and bus.write_frames(node, data, frames):
+                membership.messages_sent += frames
 
     # ------------------------------------------------------------ effects
 
@@ -258,8 +249,10 @@ class ClusterService:
             self.apply_node_effects()
 
     def sync_core(self) -> None:
-        """The node's view of the cluster."""
+        """The node's view of the cluster, and how its frames name it."""
         membership = self.membership
+        header = membership.header(0)
+        self.node.bus_out.set_sender(header.sender, header.port, header.flags)
         peers = membership.peers()
         known = {node.id for node in peers if not node.flags & HANDSHAKE}
         linked = [node.id for node in membership.reachable if node.linked]

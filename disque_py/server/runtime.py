@@ -64,8 +64,8 @@ class Runtime:
         self.persistence = PersistenceService(self.node, config, self.server,
                                               lambda: self.stopping)
         self.server.attach_services(self.cluster, self.persistence)
-        self.effects = EffectInterpreter(self.node, self.server, self.cluster, self.persistence,
-                                         self.request_shutdown)
+        self.node.bus_out.on_frames = self.server.output_due
+        self.effects = EffectInterpreter(self.node, self.server, self.request_shutdown)
         self.http = HttpEndpoint(self.server, config)
         self._watch_config()
 

@@ -132,7 +132,7 @@ class ServerState(ServerCore):
     def __init__(self, node: Node, config, *, executable: str = "",
                  config_file: str = "") -> None:
         self.node = node
-        node.aof.on_records = self.aof_records_due
+        node.aof.on_records = self.output_due
         self.config = config
         self._requirepass = b""
         self.stats = Stats()
@@ -186,6 +186,10 @@ class ServerState(ServerCore):
     def write_aof(self) -> None:
         """The turn's AOF records, written before its replies leave."""
         self.persistence.write_turn()
+
+    def write_bus(self) -> None:
+        """The turn's frames to peers, after its AOF records."""
+        self.cluster.write_frames()
 
     def aof_accepts(self) -> bool:
         persistence = self.persistence

@@ -9,6 +9,7 @@ cdef class AofLog:
     cdef public uint64_t noted             # records noted so far (a batch compares it)
     cdef public uint64_t written_gen       # batches of records written by the writer
     cdef public uint64_t released_gen      # replies waiting for batches up to this may leave
+    cdef public bint refusing              # the AOF takes no records now (-MISCONF)
 
     cdef int note(self, int kind, object item) except -1
     cdef int encode_pending(self) except -1

@@ -61,6 +61,7 @@ cdef class ServerCore:
     # each; server.pxi says what each must do).
     cpdef schedule_flush(self)
     cpdef write_aof(self)
+    cpdef write_bus(self)
     cpdef bint aof_accepts(self) except -1
     cpdef command_took(self, command, list argv, double seconds)
 

@@ -5,12 +5,14 @@
 #
 # What ServerCore calls on the server layer is declared (server.pxd):
 # schedule_flush (the event loop's turn ends), write_aof (the turn's AOF
-# records are written), aof_accepts (-MISCONF) and command_took (a slow
-# command), which ServerState overrides; a subclass
+# records are written), write_bus (the turn's frames to peers are
+# written), aof_accepts (-MISCONF) and command_took (a slow command),
+# which ServerState overrides; a subclass
 # that lacks one is refused when it is made (require_overrides, which the
 # connection's base uses too).
 
-cdef tuple SERVER_HOOKS = ("schedule_flush", "write_aof", "aof_accepts", "command_took")
+cdef tuple SERVER_HOOKS = ("schedule_flush", "write_aof", "write_bus", "aof_accepts",
+                           "command_took")
 cdef set _checked_types = set()
 
 
@@ -60,6 +62,11 @@ cdef class ServerCore:
         """Write the AOF records of this turn (AofLog.take) before its
         replies leave; then advance the log's batches, or fail the replies
         that waited for a batch that could not be written (take_failed)."""
+        raise NotImplementedError
+
+    cpdef write_bus(self):
+        """Write each peer's frames that may leave now (the node's
+        BusOutbox.take, given the AOF's released batch), one write per peer."""
         raise NotImplementedError
 
     cpdef bint aof_accepts(self) except -1:
@@ -118,20 +125,25 @@ cdef class ServerCore:
             self._flush_scheduled = True
         return 0
 
-    def aof_records_due(self):
-        """The AofLog's on_records hook: this turn has records to write."""
+    def output_due(self):
+        """The AofLog's on_records hook and the BusOutbox's on_frames: this
+        turn has records or frames to write at its end."""
         if not self._flush_scheduled:
             self.schedule_flush()
             self._flush_scheduled = True
 
     def flush_replies(self):
-        """The turn's end: its AOF records first, then its replies, one
-        write per connection (those waiting for an fsync wait on)."""
+        """The turn's end: its AOF records first, then its frames to peers
+        and its replies, one write per peer and per connection (those
+        waiting for an fsync wait on)."""
         cdef ConnectionBase conn
         cdef uint64_t released
+        cdef BusOutbox bus_out = self.node.bus_out
         self._flush_scheduled = False
         if self.node.aof.scheduled:
             self.write_aof()
+        if bus_out is not None and bus_out._dirty:
+            self.write_bus()
         unflushed = self._unflushed
         self._unflushed = []
         if not unflushed:
@@ -163,6 +175,9 @@ cdef class ServerCore:
         """The AOF's released batch advanced (an fsync ended): write the
         replies that waited for it."""
         cdef ConnectionBase conn
+        cdef BusOutbox bus_out = self.node.bus_out
+        if bus_out is not None and bus_out._dirty:
+            self.write_bus()               # confirmations held for the fsync
         if not self._waiting:
             return                         # every turn calls it: most have none
         waiting = self._waiting
@@ -176,6 +191,8 @@ cdef class ServerCore:
         `last` that could not be made durable: their replies are dropped
         (they must not claim success), and the caller closes them."""
         cdef ConnectionBase conn
+        if self.node.bus_out is not None:
+            self.node.bus_out.drop_held(first, last)
         failed = []
         for group in (self._unflushed, self._waiting):
             for conn in group:

@@ -11,3 +11,10 @@ cdef tuple copies_known_holders(NodeCore node, const char* nodes, Py_ssize_t cou
 cdef int copies_learn_holders(NodeCore node, Job job, const char* nodes,
                               Py_ssize_t count) except -1
 cdef int copies_on_gotjob(NodeCore node, bytes sender, bytes job_id) except -1
+cdef bint copies_take_frame(NodeCore node, bytes sender, int mflags, const char* body,
+                            Py_ssize_t size) except -1
+cdef bint copies_take_one(NodeCore node, bytes sender, int mflags, const char* data,
+                          Py_ssize_t size, bint take_new, int64_t now) except -1
+cdef bint copies_count_frame(NodeCore node, bytes sender, const char* body,
+                             Py_ssize_t size) except -1
+cdef int copies_confirmed(NodeCore node, bytes sender, Job job) except -1

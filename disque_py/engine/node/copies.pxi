@@ -1,8 +1,9 @@
 # Copies of jobs between nodes: what every replicated job pays, compiled.
 #
 # The producer's REPLJOBs (replicate), a holder's copy made straight from
-# the REPLJOB's bytes and its GOTJOB (on_repljob), and the producer's count
-# of confirmed copies (on_gotjob). NodeCore exposes them under the names
+# the REPLJOB's bytes and its GOTJOB (on_repljob; take_frame, from a bus
+# frame's bytes: net/link.pxi), and the producer's count of confirmed
+# copies (on_gotjob; count_frame). NodeCore exposes them under the names
 # and signatures node/replication.py calls and dispatches to; the policy
 # around them (waiting for copies, asking one more node, giving up,
 # queueing once the copies exist) stays in Python there.
@@ -12,6 +13,7 @@ from disque_py.formats.bus import (GOTJOB, MSG_NOREPLY, MSG_PROMISED, MSG_RESENT
 
 cdef enum:
     RTT_SMOOTHING = 8              # the round trip is an average over about that many copies
+    JOB_ID_AUX_SIZE = 44           # a (job ID, u32) item of a frame
 
 cdef int64_t copies_replicate(NodeCore node, Job job, int64_t count, bint noreply,
                               bint promised=False, tuple only=None) except -1:
@@ -38,7 +40,7 @@ cdef int64_t copies_replicate(NodeCore node, Job job, int64_t count, bint norepl
     older = None                   # readable version -> bytes, for older peers
     extra = node.extras.get(job) if node.extras else None
     confirmed = extra.confirmed if extra is not None else None
-    me, append = node.id, node.effects.append
+    me = node.id
     for node_id in delivered:
         if node_id == me or (only is not None and node_id not in only):
             continue
@@ -54,63 +56,104 @@ cdef int64_t copies_replicate(NodeCore node, Job job, int64_t count, bint norepl
         if confirmed is not None and node_id in confirmed:
             # It has its copy: only new holders are worth telling it, unanswered.
             if added:
-                append(to_peer(node_id, REPLJOB, data, MSG_NOREPLY))
+                send_to_peer(node, node_id, REPLJOB, data, MSG_NOREPLY)
             continue
-        append(to_peer(node_id, REPLJOB, data, mflags))
+        send_to_peer(node, node_id, REPLJOB, data, mflags)
     return added
 
 
 cdef int copies_on_repljob(NodeCore node, bytes sender, int mflags, list jobs) except -1:
-    """REPLJOB: keep a copy and confirm it. A node that is leaving or short
-    of memory takes no new copy, but still learns the holders of jobs it has
-    (a job that moved tells its holders this way). A malformed job ends the
-    frame: nothing after it is trusted."""
+    """REPLJOB: keep a copy of each job and confirm it (copies_take_one).
+    A malformed job ends the frame: nothing after it is trusted."""
     cdef bint take_new = not (node.leaving or node.used_memory > node.memory_warn_at)
-    cdef bint reply = not mflags & MSG_NOREPLY
     cdef int64_t now = node.now_ms()
+    for data in jobs:
+        if not copies_take_one(node, sender, mflags, PyBytes_AS_STRING(data),
+                               PyBytes_GET_SIZE(data), take_new, now):
+            return 0
+    return 0
+
+
+cdef bint copies_take_frame(NodeCore node, bytes sender, int mflags, const char* body,
+                            Py_ssize_t size) except -1:
+    """A REPLJOB frame's body straight from the bus (net/link.pxi): its
+    shape checked whole first (a count, then each job's u32 length and
+    bytes, nothing after), as formats/bus.py's decode does; False, nothing
+    applied, if it is not well formed. Then as copies_on_repljob."""
+    cdef Py_ssize_t pos = 4, length
+    cdef uint32_t count, i
+    cdef bint take_new
+    cdef int64_t now
+    if size < 4:
+        return False
+    count = get_u32(body)
+    for i in range(count):
+        if size - pos < 4:
+            return False
+        length = get_u32(body + pos)
+        if size - pos - 4 < length:
+            return False
+        pos += 4 + length
+    if pos != size:
+        return False
+    take_new = not (node.leaving or node.used_memory > node.memory_warn_at)
+    now = node.now_ms()
+    pos = 4
+    for i in range(count):
+        length = get_u32(body + pos)
+        if not copies_take_one(node, sender, mflags, body + pos + 4, length, take_new, now):
+            break
+        pos += 4 + length
+    return True
+
+
+cdef bint copies_take_one(NodeCore node, bytes sender, int mflags, const char* data,
+                          Py_ssize_t size, bint take_new, int64_t now) except -1:
+    """One job of a REPLJOB: keep a copy and confirm it. A node that is
+    leaving or short of memory (not take_new) takes no new copy, but still
+    learns the holders of jobs it has (a job that moved tells its holders
+    this way). False: the job is malformed."""
     cdef WireJob wire
     cdef DedupFields dedup
     cdef Job job
     cdef JobOptions options
-    append = node.effects.append
-    for data in jobs:
-        try:
-            parse_wire(PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data), &wire)
-            dedup.key = NULL
-            options = None if wire.options == NULL else \
-                parse_options(wire.options, wire.options_len, &dedup)
-        except ValueError:
-            return 0
-        wire.etime += now // 1000
-        job = node.jobs.find(wire.id)
-        if job is not None:
-            copies_learn_holders(node, job, wire.nodes, wire.node_count)
-            if dedup.key != NULL and job.state != ACKED and \
-                    (job.dedup_ == NULL or not job.dedup_.live):
-                # A copy knows its key: this one may have forgotten it (its
-                # first ADDJOB failed) before the job came back to life.
-                if dedup_remember_copy(node, job, &dedup, now):
-                    dedup_log(node, job)
-            if mflags & MSG_PROMISED:
-                dedup_promise(node, job)
-            if mflags & MSG_REVISED:
-                copies_revise(node, job, &wire, options, now)
-            elif options is not None and options.dead_reason != DEAD_NONE:
-                node.mark_dead(job)        # its QUEUED flagged dead did not reach us
-        elif not take_new or mflags & MSG_PROMISED:
-            continue        # a promise round confirms copies; it never makes one:
-                            # this node may have collected the job after its ack
-        else:
-            name = PyBytes_FromStringAndSize(wire.queue, wire.queue_len)
-            q = node.queues.get(name)
-            if q is not None:
-                if (<Queue>q).flags & PAUSED_IN:
-                    continue
-                name = (<Queue>q).name
-            job = copies_adopt(node, &wire, options, &dedup, name, now, ACTIVE, True)
-        if reply:
-            append(to_peer(sender, GOTJOB, (job.id, 0), 0))
-    return 0
+    try:
+        parse_wire(data, size, &wire)
+        dedup.key = NULL
+        options = None if wire.options == NULL else \
+            parse_options(wire.options, wire.options_len, &dedup)
+    except ValueError:
+        return False
+    wire.etime += now // 1000
+    job = node.jobs.find(wire.id)
+    if job is not None:
+        copies_learn_holders(node, job, wire.nodes, wire.node_count)
+        if dedup.key != NULL and job.state != ACKED and \
+                (job.dedup_ == NULL or not job.dedup_.live):
+            # A copy knows its key: this one may have forgotten it (its
+            # first ADDJOB failed) before the job came back to life.
+            if dedup_remember_copy(node, job, &dedup, now):
+                dedup_log(node, job)
+        if mflags & MSG_PROMISED:
+            dedup_promise(node, job)
+        if mflags & MSG_REVISED:
+            copies_revise(node, job, &wire, options, now)
+        elif options is not None and options.dead_reason != DEAD_NONE:
+            node.mark_dead(job)        # its QUEUED flagged dead did not reach us
+    elif not take_new or mflags & MSG_PROMISED:
+        return True     # a promise round confirms copies; it never makes one:
+                        # this node may have collected the job after its ack
+    else:
+        name = PyBytes_FromStringAndSize(wire.queue, wire.queue_len)
+        q = node.queues.get(name)
+        if q is not None:
+            if (<Queue>q).flags & PAUSED_IN:
+                return True
+            name = (<Queue>q).name
+        job = copies_adopt(node, &wire, options, &dedup, name, now, ACTIVE, True)
+    if not mflags & MSG_NOREPLY:
+        send_to_peer(node, sender, GOTJOB, (job.id, 0), 0)
+    return True
 
 
 cdef Job copies_adopt(NodeCore node, WireJob* wire, JobOptions options, DedupFields* dedup,
@@ -191,12 +234,42 @@ cdef int copies_learn_holders(NodeCore node, Job job, const char* nodes,
 cdef int copies_on_gotjob(NodeCore node, bytes sender, bytes job_id) except -1:
     """GOTJOB: one more confirmed copy; enough of them answer the producer."""
     job = node.jobs.get(job_id)
-    if job is None or (<Job>job).state == ACKED:
+    if job is not None:
+        copies_confirmed(node, sender, <Job>job)
+    return 0
+
+
+cdef bint copies_count_frame(NodeCore node, bytes sender, const char* body,
+                             Py_ssize_t size) except -1:
+    """A GOTJOB frame's body straight from the bus (net/link.pxi): a count,
+    then (job ID, u32) items, every ID well formed (checked whole first;
+    False, nothing applied, if not). Then as copies_on_gotjob."""
+    cdef uint32_t count, i
+    cdef const char* item
+    if size < 4:
+        return False
+    count = get_u32(body)
+    if <uint64_t>count * JOB_ID_AUX_SIZE != <uint64_t>(size - 4):
+        return False
+    for i in range(count):
+        if not id_is_valid(body + 4 + i * JOB_ID_AUX_SIZE, JOB_ID_LEN):
+            return False
+    for i in range(count):
+        item = body + 4 + i * JOB_ID_AUX_SIZE
+        job = node.jobs.find(item)
+        if job is not None:
+            copies_confirmed(node, sender, <Job>job)
+    return True
+
+
+cdef int copies_confirmed(NodeCore node, bytes sender, Job job) except -1:
+    """`sender` confirmed its copy of `job`."""
+    if job.state == ACKED:
         return 0
     extra = node.extras.get(job)
     if extra is None:
         return 0
-    if (<Job>job).state != WAIT_REPL:        # a promise round (dedup.pxi), or nothing
+    if job.state != WAIT_REPL:               # a promise round (dedup.pxi), or nothing
         if extra.followers and extra.confirmed is not None:
             extra.confirmed.add(sender)
             node.hooks.promise_progress(job, extra)
@@ -208,6 +281,6 @@ cdef int copies_on_gotjob(NodeCore node, bytes sender, bytes job_id) except -1:
         peer_rtt + (rtt - <double>peer_rtt) / RTT_SMOOTHING
     confirmed = extra.confirmed
     confirmed.add(sender)
-    if len(confirmed) >= (<Job>job).repl:
+    if len(confirmed) >= job.repl:
         node.hooks.replication_achieved(job)
     return 0

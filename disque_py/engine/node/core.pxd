@@ -66,6 +66,9 @@ cdef class NodeCore:
     cdef object _holders_seen_in           # ... resolved against this node_ids ...
     cdef tuple _holders_known              # ... to these IDs
     cdef public dict options_readers       # peer -> the older options block it reads
+    cdef public dict heal_marks            # healing's jobs with holders to heal and ...
+    cdef public dict heal_watch            # ... jobs it watches: while any, REPLJOBs go to it
+    cdef public BusOutbox bus_out          # frames to peers (net/frames.pxi); None: ToPeer effects
     cdef public DedupTable dedup           # ADDJOB ... DEDUP keys (dedup.pxi)
     # The node layer: its hooks (hooks.pxi), and the switches that say when
     # a path must call them (kept by the node layer, read in C).

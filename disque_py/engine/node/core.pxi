@@ -69,6 +69,8 @@ cdef class NodeCore:
         self.ready = {}
         self.options_readers = {}
         self.repl_rtt_by_peer = {}
+        self.heal_marks = {}
+        self.heal_watch = {}
         self.dedup = DedupTable()
         self.hooks = NodeHooks.unwired()
         self.known_peers = set()
@@ -436,8 +438,9 @@ cdef class NodeCore:
         send_to_peer(self, node_id, kind, item, mflags)
 
     def send_to(self, nodes, int kind, item, int mflags=0):
-        """The same item to every node listed, except this one."""
-        send_to_peers(self, nodes, kind, item, mflags)
+        """The same item to every node listed, except this one; returns
+        how many were addressed."""
+        return send_to_peers(self, nodes, kind, item, mflags)
 
     # -------------------------------------------------------------- copies
     # The bodies are in copies.pxi; node/replication.py keeps the policy.
