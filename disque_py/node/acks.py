@@ -70,46 +70,14 @@ class Acks:
 
     def on_setack(self, sender: bytes, mflags: int, job_id: bytes, may_have: int) -> None:
         """SETACK: mark acked; confirm unless we know more holders than the
-        sender (then the collection is ours to run)."""
-        core = self.core
-        job = core.jobs.get(job_id)
-        if job is not None:
-            core.acknowledge(job)
-            if core.jobs.get(job_id) is not job:
-                job = None       # it was external: gone from this node
-        if job is None or len(job.delivered) <= may_have:
-            core.send(sender, msg.GOTACK, (job_id, 1 if job is not None else 0))
-            return
-        if may_have == 0:
-            core.send(sender, msg.GOTACK, (job_id, 1))
-        self.try_gc(job)
+        sender (then the collection is ours to run). The engine's rule
+        (engine/node/acks.pxi), which the bus's fast path also runs."""
+        self.core.on_setack(sender, mflags, job_id, may_have)
 
     def on_gotack(self, sender: bytes, mflags: int, job_id: bytes, known: int) -> None:
-        core = self.core
-        job = core.jobs.get(job_id)
-        if job is None or job.state != ACKED:
-            return
-        dummy = not job.delivered
-        if dummy and known:
-            core.unregister(job)     # a node that has the job runs the collection
-            return
-        extra = core.more(job)
-        if known or sender in job.delivered:
-            if sender not in job.delivered:
-                job.delivered = job.delivered + (sender,)
-            if extra.confirmed is not None:
-                extra.confirmed.add(sender)
-        if dummy:
-            if extra.confirmed is None:
-                extra.confirmed = {core.id}
-            extra.confirmed.add(sender)
-            if len(extra.confirmed) >= core.cluster_size:
-                core.unregister(job)  # nobody knows this job: drop the ack
-            return
-        if extra.confirmed is not None and \
-                all(node in extra.confirmed for node in job.delivered):
-            core.send_to(job.delivered, msg.DELJOB, (job.id, 0))
-            core.unregister(job)
+        """GOTACK: one more node has the ack; DELJOB once all have (the
+        engine's rule, as on_setack)."""
+        self.core.on_gotack(sender, mflags, job_id, known)
 
     def on_deljob(self, sender: bytes, mflags: int, job_id: bytes, aux: int) -> None:
         core = self.core

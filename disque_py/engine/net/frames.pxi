@@ -28,6 +28,8 @@ from disque_py.formats import bus as _bus
 # names them).
 cdef int KIND_REPLJOB = _bus.REPLJOB
 cdef int KIND_GOTJOB = _bus.GOTJOB
+cdef int KIND_SETACK = _bus.SETACK
+cdef int KIND_GOTACK = _bus.GOTACK
 cdef int KIND_YOURJOBS = _bus.YOURJOBS
 cdef int KIND_NEEDJOBS = _bus.NEEDJOBS
 cdef int KIND_PAUSE = _bus.PAUSE

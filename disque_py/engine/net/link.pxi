@@ -9,11 +9,13 @@
 # the link is closed, as it was in Python). Each frame then goes one of
 # two ways:
 #   * the fast path, when the link is `fast` (trusted, past any handshake:
-#     BusLink opens it) and the frame is a well-formed REPLJOB or GOTJOB
-#     from a known peer (not this node, not a node in handshake; the peer
-#     the link authenticated as, if it did): the copy is made straight from
-#     the frame's bytes (copies.pxi), a GOTJOB counts its copies, and the
-#     answers leave through the node's BusOutbox (frames.pxi);
+#     BusLink opens it) and the frame is a well-formed REPLJOB, GOTJOB,
+#     SETACK or GOTACK from a known peer (not this node, not a node in
+#     handshake; the peer the link authenticated as, if it did): the copy
+#     is made straight from the frame's bytes and a GOTJOB counts its
+#     copies (copies.pxi), SETACK and GOTACK run the ack collection
+#     (acks.pxi), and the answers leave through the node's BusOutbox
+#     (frames.pxi);
 #   * on_frame(payload) otherwise: BusLink's Python path (handshakes,
 #     membership, the other job messages, and every frame the fast path
 #     would refuse: it reaches Python unchanged, and is decoded, refused
@@ -31,6 +33,34 @@ from cpython.mem cimport PyMem_Free, PyMem_Realloc
 from libc.string cimport memmove
 
 cdef tuple LINK_HOOKS = ("on_frame", "refuse_length", "fast_frames_done")
+
+
+cdef bint _take_id_items(NodeCore node, bytes sender, int kind, const char* body,
+                         Py_ssize_t size) except -1:
+    """A GOTJOB, SETACK or GOTACK frame's body: a count, then (job ID,
+    u32) items, every ID well formed (checked whole first; False, nothing
+    applied, if not, as formats/bus.py's decode refuses it)."""
+    cdef uint32_t count, i
+    cdef const char* item
+    if size < 4:
+        return False
+    count = get_u32(body)
+    if <uint64_t>count * JOB_ID_AUX_SIZE != <uint64_t>(size - 4):
+        return False
+    for i in range(count):
+        if not id_is_valid(body + 4 + i * JOB_ID_AUX_SIZE, JOB_ID_LEN):
+            return False
+    for i in range(count):
+        item = body + 4 + i * JOB_ID_AUX_SIZE
+        if kind == KIND_GOTJOB:
+            job = node.jobs.find(item)
+            if job is not None:
+                copies_confirmed(node, sender, <Job>job)
+        elif kind == KIND_SETACK:
+            acks_on_setack(node, sender, item, get_u32(item + JOB_ID_LEN))
+        else:
+            acks_on_gotack(node, sender, item, get_u32(item + JOB_ID_LEN))
+    return True
 
 
 cdef class LinkBase:
@@ -126,23 +156,24 @@ cdef class LinkBase:
             return False
         kind = <unsigned char>payload[4]
         mflags = <unsigned char>payload[5]
-        if kind != KIND_REPLJOB and kind != KIND_GOTJOB:
-            return False
-        sender = self._known_sender(payload + 10)
-        if sender is None:
-            return False
         if kind == KIND_REPLJOB:
             if (PyDict_Size(self.core.heal_marks) or PyDict_Size(self.core.heal_watch)) \
                     and not mflags & FLAG_PROMISED_COPY:
                 return False              # healing looks at the copies (node/healing.py)
-            if not copies_take_frame(self.core, sender, mflags, payload + FRAME_HEADER_SIZE,
-                                     size - FRAME_HEADER_SIZE):
+        elif kind != KIND_GOTJOB and kind != KIND_SETACK and kind != KIND_GOTACK:
+            return False
+        sender = self._known_sender(payload + 10)
+        if sender is None:
+            return False
+        payload += FRAME_HEADER_SIZE
+        size -= FRAME_HEADER_SIZE
+        if kind == KIND_REPLJOB:
+            if not copies_take_frame(self.core, sender, mflags, payload, size):
                 return False
-        elif not copies_count_frame(self.core, sender, payload + FRAME_HEADER_SIZE,
-                                    size - FRAME_HEADER_SIZE):
+        elif not _take_id_items(self.core, sender, kind, payload, size):
             return False
         self._fast_frames += 1
-        self._fast_bytes += FRAME_PREFIX_SIZE + size
+        self._fast_bytes += FRAME_PREFIX_SIZE + FRAME_HEADER_SIZE + size
         return True
 
     cdef bytes _known_sender(self, const char* node_id):

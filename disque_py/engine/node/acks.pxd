@@ -8,3 +8,7 @@ cdef int fast_ack_one(NodeCore node, const char* job_id) except -1
 cdef int64_t delete_jobs(NodeCore node, job_ids) except -1
 cdef int delete_job(NodeCore node, const char* job_id) except -1
 cdef list well_formed_ids(job_ids)
+cdef int acks_on_setack(NodeCore node, bytes sender, const char* job_id,
+                        int64_t may_have) except -1
+cdef int acks_on_gotack(NodeCore node, bytes sender, const char* job_id,
+                        int64_t known) except -1

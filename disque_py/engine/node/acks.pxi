@@ -8,8 +8,13 @@
 # leaves a dummy ack (an acked job with no body and no known holders, that
 # expires when the TTL its ID encodes ends), so the ack can reach a copy on
 # the other side of a partition.
+#
+# The collection's messages a node answers are here too (acks_on_setack,
+# acks_on_gotack: node/acks.py's rules, which says why each step is so);
+# the bus's fast path takes them straight from a frame (net/link.pxi),
+# and node/acks.py routes the decoded ones here.
 
-from disque_py.formats.bus import DELJOB
+from disque_py.formats.bus import DELJOB, GOTACK as MSG_GOTACK
 
 
 cdef int64_t ack_views(NodeCore node, ArgView* ids, Py_ssize_t count) except -1:
@@ -136,3 +141,60 @@ cdef list well_formed_ids(job_ids):
     the per-ID code to 40-byte IDs whatever a Python caller passes)."""
     return [job_id for job_id in job_ids
             if type(job_id) is bytes and PyBytes_GET_SIZE(job_id) == JOB_ID_LEN]
+
+
+cdef int acks_on_setack(NodeCore node, bytes sender, const char* job_id,
+                        int64_t may_have) except -1:
+    """SETACK: mark acked; confirm (GOTACK, known: 1 if the job is here)
+    unless this node knows more holders than the sender: then the
+    collection is its to run (it confirms too when the sender knew none)."""
+    job = node.jobs.find(job_id)
+    if job is not None:
+        node.acknowledge(job)
+        if node.jobs.find(job_id) is not job:
+            job = None             # it was external: gone from this node
+    if job is None or len(job.delivered) <= may_have:
+        send_to_peer(node, sender, MSG_GOTACK,
+                     (PyBytes_FromStringAndSize(job_id, JOB_ID_LEN), 0 if job is None else 1), 0)
+        return 0
+    if may_have == 0:
+        send_to_peer(node, sender, MSG_GOTACK, (job.id, 1), 0)
+    node.hooks.try_gc(job)
+    return 0
+
+
+cdef int acks_on_gotack(NodeCore node, bytes sender, const char* job_id,
+                        int64_t known) except -1:
+    """GOTACK: one more node has the ack; once every holder has, DELJOB.
+    A dummy ack (no holders known) ends when a node knows the job (it runs
+    the collection) or when every node said it does not."""
+    cdef Job job = node.jobs.find(job_id)
+    cdef tuple delivered
+    if job is None or job.state != ACKED:
+        return 0
+    delivered = <tuple>job.delivered_
+    if not delivered and known:
+        node.unregister(job)
+        return 0
+    extra = node_extra(node, job)
+    if known or sender in delivered:
+        if sender not in delivered:
+            job.delivered = delivered + (sender,)
+        if extra.confirmed is not None:
+            extra.confirmed.add(sender)
+    if not delivered:
+        if extra.confirmed is None:
+            extra.confirmed = {node.id}
+        extra.confirmed.add(sender)
+        if len(extra.confirmed) >= node.cluster_size:
+            node.unregister(job)
+        return 0
+    confirmed = extra.confirmed
+    if confirmed is None:
+        return 0
+    for holder in <tuple>job.delivered_:
+        if holder not in confirmed:
+            return 0
+    send_to_peers(node, job.delivered, DELJOB, (job.id, 0), 0)
+    node.unregister(job)
+    return 0

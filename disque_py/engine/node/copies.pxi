@@ -3,7 +3,7 @@
 # The producer's REPLJOBs (replicate), a holder's copy made straight from
 # the REPLJOB's bytes and its GOTJOB (on_repljob; take_frame, from a bus
 # frame's bytes: net/link.pxi), and the producer's count of confirmed
-# copies (on_gotjob; count_frame). NodeCore exposes them under the names
+# copies (on_gotjob, confirmed). NodeCore exposes them under the names
 # and signatures node/replication.py calls and dispatches to; the policy
 # around them (waiting for copies, asking one more node, giving up,
 # queueing once the copies exist) stays in Python there.
@@ -237,29 +237,6 @@ cdef int copies_on_gotjob(NodeCore node, bytes sender, bytes job_id) except -1:
     if job is not None:
         copies_confirmed(node, sender, <Job>job)
     return 0
-
-
-cdef bint copies_count_frame(NodeCore node, bytes sender, const char* body,
-                             Py_ssize_t size) except -1:
-    """A GOTJOB frame's body straight from the bus (net/link.pxi): a count,
-    then (job ID, u32) items, every ID well formed (checked whole first;
-    False, nothing applied, if not). Then as copies_on_gotjob."""
-    cdef uint32_t count, i
-    cdef const char* item
-    if size < 4:
-        return False
-    count = get_u32(body)
-    if <uint64_t>count * JOB_ID_AUX_SIZE != <uint64_t>(size - 4):
-        return False
-    for i in range(count):
-        if not id_is_valid(body + 4 + i * JOB_ID_AUX_SIZE, JOB_ID_LEN):
-            return False
-    for i in range(count):
-        item = body + 4 + i * JOB_ID_AUX_SIZE
-        job = node.jobs.find(item)
-        if job is not None:
-            copies_confirmed(node, sender, <Job>job)
-    return True
 
 
 cdef int copies_confirmed(NodeCore node, bytes sender, Job job) except -1:

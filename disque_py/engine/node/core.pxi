@@ -455,6 +455,14 @@ cdef class NodeCore:
     def on_gotjob(self, bytes sender, int mflags, bytes job_id, aux):
         copies_on_gotjob(self, sender, job_id)
 
+    def on_setack(self, bytes sender, int mflags, bytes job_id, int64_t may_have):
+        if PyBytes_GET_SIZE(job_id) == JOB_ID_LEN:
+            acks_on_setack(self, sender, PyBytes_AS_STRING(job_id), may_have)
+
+    def on_gotack(self, bytes sender, int mflags, bytes job_id, int64_t known):
+        if PyBytes_GET_SIZE(job_id) == JOB_ID_LEN:
+            acks_on_gotack(self, sender, PyBytes_AS_STRING(job_id), known)
+
     def adopt_record(self, record, int64_t now, int state=ACTIVE, bint persist=True):
         """A parsed job (a JobRecord, records.py: from YOURJOBS) becomes a
         local job."""
