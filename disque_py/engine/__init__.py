@@ -43,7 +43,8 @@ from disque_py.engine._core import (  # noqa: E402
     DEAD_QUEUE_SUFFIX, DEAD_REASON_NAMES, DEFAULT_DEDUP_MAX_KEYS, PAUSE_STATE_NAMES,
     STATE_NAMES)
 from disque_py.engine._core import (  # noqa: E402
-    HookNotWired, NodeCore, NodeHooks, is_at_most_once_id, ttl_minutes_from_id)
+    Deadlines, HookNotWired, NodeCore, NodeHooks, Parking, Waiter, is_at_most_once_id,
+    ttl_minutes_from_id)
 from disque_py.engine._core import (  # noqa: E402
     HOT_COMMANDS, BusOutbox, CommandCore, ConnectionBase, LinkBase, RequestParser, ServerCore,
     SessionCore, StatsCore, parse_int, parse_strict_int, render_jobs, run_hot)
@@ -55,6 +56,8 @@ from disque_py.engine._core import (  # noqa: E402  model/job.pxd
 from disque_py.engine._core import (  # noqa: E402  model/options.pxd, table, schedule, queue
     DEAD_NONE, DEAD_MAX_DELIVERIES, DEFAULT_PRIORITY, MAX_PRIORITY, TABLE_PARTITIONS, BUCKET_MS,
     PAUSED_IN, PAUSED_OUT, PAUSED_ALL, DEDUP_MEMORY_OVERHEAD)
+from disque_py.engine._core import (  # noqa: E402  node/parking.pxd
+    WAIT_GETJOB, WAIT_JOB_REPLICATION, WAIT_WAITJOB, WAIT_QWAIT, WAIT_DUPLICATE_ADD)
 from disque_py.engine._core import (  # noqa: E402  node/core.pxd
     WILLQUEUE_ADVANCE_MS, TIME_ERROR_MS, DEFAULT_TTL_S, DEFAULT_RETRY_MAX_S,
     MAX_DEFAULT_REPLICATION, GC_RETRY_MIN_PERIOD_MS, GC_RETRY_MAX_PERIOD_MS, GC_RETRY_COUNT_MAX,

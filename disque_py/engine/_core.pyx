@@ -24,7 +24,8 @@
 #   delivery.pxi     GETJOB's take, ENQUEUE, DEQUEUE, NACK, WORKING
 #   acks.pxi         ACKJOB, FASTACK, DELJOB, dummy acks
 #   dead_letters.pxi dead letters, QREQUEUE, BACKOFF
-#   outbox.pxi       messages to peers, as effects
+#   outbox.pxi       messages to peers: into the BusOutbox, or as effects
+#   parking.pxi      parked clients: Waiter, Deadlines, Parking
 #   copies.pxi       copies between nodes: REPLJOB, GOTJOB, adopting a copy
 #   dedup.pxi        ADDJOB ... DEDUP: what a key means, for the node
 # aof/     the append-only file's records
@@ -80,6 +81,7 @@ include "node/delivery.pxi"
 include "node/acks.pxi"
 include "node/dead_letters.pxi"
 include "node/outbox.pxi"
+include "node/parking.pxi"
 include "node/copies.pxi"
 include "node/dedup.pxi"
 include "aof/records.pxi"

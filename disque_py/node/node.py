@@ -74,7 +74,6 @@ class Node(NodeCore):
         replication, consumers, waits = self.replication, self.consumers, self.waits
         return NodeHooks(
             wait_for_copies=replication.wait_for_copies,
-            replication_achieved=replication.achieved,
             abandon_replication=replication.abandon,
             follow_replication=replication.follow,
             confirm_copies=replication.confirm_copies,

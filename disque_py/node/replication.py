@@ -38,9 +38,13 @@ class Replication:
         self.core = core
         self.parking = parking
         self.healing = healing
-        self.replicating: dict[Job, None] = {}   # jobs whose producer awaits copies, by last ask
+        # Jobs whose producer awaits copies, by last ask: the engine's
+        # copies_achieved (copies.pxi) takes a job off when its copies exist.
+        self.replicating: dict[Job, None] = core.replicating
         self.confirming: dict = {}               # copies promised to duplicate ADDJOBs: job -> extra
-        parking.owns(JOB_REPLICATION, _nothing_to_forget, cancel=self._producer_gone)
+        # A producer's waiter is on no structure of its own: the job's extra
+        # record holds it, and copies_achieved (copies.pxi) or abandon() take it off.
+        parking.owns(JOB_REPLICATION, None, cancel=self._producer_gone)
         parking.owns(DUPLICATE_ADD, self.forget_follower)
 
     # ------------------------------------------------------------ producer
@@ -77,33 +81,6 @@ class Replication:
             extras[job].repl_added_at = now
             del replicating[job]
             replicating[job] = None         # to the back: asked last
-
-    def achieved(self, job: Job) -> bool:
-        """Enough copies: answer the producer, queue the job (here, unless
-        every copy is external). False if the job left this node."""
-        core = self.core
-        job.state = ACTIVE
-        job.flags |= FLAG_CONFIRMED
-        self.replicating.pop(job, None)
-        extra = core.more(job)
-        waiter, extra.waiter = extra.waiter, None
-        if waiter is not None:
-            self.parking.release(waiter, job.id)
-        self._release_followers(extra, job.id)
-        if core.id not in job.delivered:
-            core.log_dedup(job)             # no copy here: its key's own record
-            holders = sorted(extra.confirmed or ())
-            if holders:
-                core.send(core.rng.choice(holders), msg.ENQUEUE, (job.id, job.delay))
-            core.unregister(job)
-            return False
-        extra.confirmed = None
-        if job.delay == 0:
-            core.enqueue(job)
-        else:
-            core.update_awake(job)
-        core.persist_job(job)
-        return True
 
     def abandon(self, job: Job, outcome, keep_promised: bool = False) -> None:
         """Give up waiting for copies: delete the job everywhere (best
@@ -262,9 +239,4 @@ class Replication:
             core.enqueue(job)
         else:
             core.set_requeue_time(job, core.clock.now_ms() + delay * 1000)
-
-
-def _nothing_to_forget(waiter: Waiter) -> None:
-    """A producer's waiter is on no structure of its own: the job's extra
-    record holds it, and achieved()/abandon() take it off."""
 

@@ -101,7 +101,7 @@ def _gotjob_uncounted(self, sender, mflags, job_id, aux):
     job = self.jobs.get(job_id)
     if job is not None and job.state == WAIT_REPL:
         self.more(job).confirmed.add(sender)
-        self.replication.achieved(job)
+        self.replication_achieved(job)
 
 
 def _plant_gotjob(monkeypatch):

@@ -28,6 +28,7 @@ from disque_py.formats import bus as _bus
 # names them).
 cdef int KIND_REPLJOB = _bus.REPLJOB
 cdef int KIND_GOTJOB = _bus.GOTJOB
+cdef int KIND_ENQUEUE = _bus.ENQUEUE
 cdef int KIND_SETACK = _bus.SETACK
 cdef int KIND_GOTACK = _bus.GOTACK
 cdef int KIND_YOURJOBS = _bus.YOURJOBS

@@ -16,3 +16,4 @@ cdef bint copies_take_frame(NodeCore node, bytes sender, int mflags, const char*
 cdef bint copies_take_one(NodeCore node, bytes sender, int mflags, const char* data,
                           Py_ssize_t size, bint take_new, int64_t now) except -1
 cdef int copies_confirmed(NodeCore node, bytes sender, Job job) except -1
+cdef bint copies_achieved(NodeCore node, Job job) except -1

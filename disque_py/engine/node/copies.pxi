@@ -259,5 +259,37 @@ cdef int copies_confirmed(NodeCore node, bytes sender, Job job) except -1:
     confirmed = extra.confirmed
     confirmed.add(sender)
     if len(confirmed) >= job.repl:
-        node.hooks.replication_achieved(job)
+        copies_achieved(node, job)
     return 0
+
+
+cdef bint copies_achieved(NodeCore node, Job job) except -1:
+    """Enough copies (or an ack came first): answer the producer and the
+    duplicate ADDJOBs that followed it, and queue the job here, unless
+    every copy is external (then the job leaves this node, a holder is
+    asked to queue it: ENQUEUE, and this returns False)."""
+    cdef Parking parking = <Parking>node.parking
+    cdef JobExtra extra = node_extra(node, job)
+    job.state = ACTIVE
+    job.flags |= FLAG_CONFIRMED
+    node.replicating.pop(job, None)
+    waiter, extra.waiter = extra.waiter, None
+    if waiter is not None:
+        parking.release(<Waiter>waiter, job.id)
+    followers, extra.followers = extra.followers, None
+    for waiter in followers or ():
+        parking.release(<Waiter>waiter, job.id)
+    if node.id not in <tuple>job.delivered_:
+        dedup_log(node, job)                  # no copy here: its key's own record
+        if extra.confirmed:
+            holder = node.rng.choice(sorted(extra.confirmed))
+            send_to_peer(node, holder, KIND_ENQUEUE, (job.id, job.delay), 0)
+        node.unregister(job)
+        return False
+    extra.confirmed = None
+    if job.delay == 0:
+        node.enqueue(job)
+    else:
+        node.update_awake(job)
+    node.persist_job(job)
+    return True

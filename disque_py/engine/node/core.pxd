@@ -66,6 +66,8 @@ cdef class NodeCore:
     cdef object _holders_seen_in           # ... resolved against this node_ids ...
     cdef tuple _holders_known              # ... to these IDs
     cdef public dict options_readers       # peer -> the older options block it reads
+    cdef public object parking             # the node layer's Parking (parking.pxi)
+    cdef public dict replicating           # jobs whose producer awaits copies (node/replication.py)
     cdef public dict heal_marks            # healing's jobs with holders to heal and ...
     cdef public dict heal_watch            # ... jobs it watches: while any, REPLJOBs go to it
     cdef public BusOutbox bus_out          # frames to peers (net/frames.pxi); None: ToPeer effects

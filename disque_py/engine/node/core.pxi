@@ -29,7 +29,7 @@
 # Rules kept here:
 #   * a registered job is in the jobs table and in the awake schedule;
 #   * a queued job is in exactly one queue, the one it names;
-#   * a wait-repl job is never queued: only replication_achieved (or
+#   * a wait-repl job is never queued: only copies_achieved (or
 #     abandon_replication) moves it on;
 #   * at-most-once jobs (retry 0) are queued at most once: enqueue() sets
 #     qtime to 0 and refuses them afterwards;
@@ -70,6 +70,7 @@ cdef class NodeCore:
         self.options_readers = {}
         self.repl_rtt_by_peer = {}
         self.heal_marks = {}
+        self.replicating = {}
         self.heal_watch = {}
         self.dedup = DedupTable()
         self.hooks = NodeHooks.unwired()
@@ -231,7 +232,7 @@ cdef class NodeCore:
     cpdef bint enqueue(self, Job job, bint nack=False, int64_t now=0, Queue q=None) except -1:
         """Put an active job in its queue. False if it cannot be queued now
         (already queued, acknowledged, at-most-once and delivered, or still
-        waiting for its copies: replication_achieved queues it, and a
+        waiting for its copies: copies_achieved queues it, and a
         wait-repl job queued by a peer's YOURJOBS or ENQUEUE would leave its
         replication loop running on a job that may be acked meanwhile).
 
@@ -326,7 +327,7 @@ cdef class NodeCore:
     cpdef acknowledge(self, Job job):
         if job.state == ACKED:
             return
-        if job.state == WAIT_REPL and not self.hooks.replication_achieved(job):
+        if job.state == WAIT_REPL and not copies_achieved(self, job):
             return
         self.dequeue(job)
         job.state = ACKED
@@ -356,6 +357,11 @@ cdef class NodeCore:
     def promise_copy(self, Job job):
         """Keep this copy if its first ADDJOB fails (dedup.pxi)."""
         dedup_promise(self, job)
+
+    def replication_achieved(self, Job job):
+        """Enough copies: answer the producer, queue the job (copies.pxi).
+        False if the job left this node (every copy was external)."""
+        return copies_achieved(self, job)
 
     def log_dedup(self, Job job):
         """A job made here externally reached its copies: its DEDUP record."""

@@ -6,7 +6,6 @@ cdef class NodeHooks:
     # Replication (node/replication.py)
     cdef readonly object wait_for_copies       # (job, client, deadline_ms, extra_copies, external, now);
                                              # leaves the producer's Waiter in JobExtra.waiter
-    cdef readonly object replication_achieved  # (job) -> bool: False if it left this node
     cdef readonly object abandon_replication   # (job, outcome, keep_promised=False)
     cdef readonly object follow_replication    # (job, client, deadline_ms) -> Waiter
     cdef readonly object confirm_copies        # (job, client, deadline_ms, copies) -> Waiter

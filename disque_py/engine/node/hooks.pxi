@@ -17,9 +17,6 @@
 #                         (JobExtra.waiter, an engine field), where the
 #                         connection's fast path and NodeCore.add_job's
 #                         callers find it
-#   replication_achieved  enough copies confirmed (or an ack came first):
-#                         answer the producer, queue the job; False if the
-#                         job left this node (every copy was external)
 #   abandon_replication   a waiting job is removed (expired, deleted): give
 #                         up, answer the producer with `outcome`
 #   follow_replication    a duplicate ADDJOB (DEDUP) of a job still waiting
@@ -78,12 +75,11 @@ cdef class NodeHooks:
     slot is given when the hooks are built: a missing or unknown one is a
     TypeError."""
 
-    def __init__(self, *, wait_for_copies, replication_achieved, abandon_replication,
+    def __init__(self, *, wait_for_copies, abandon_replication,
                  follow_replication, confirm_copies, promise_progress, try_gc, serve_ready,
                  block, block_pattern, pattern_queues, pattern_served, need_jobs, job_live,
                  job_done, job_moved, free_memory):
         self.wait_for_copies = wait_for_copies
-        self.replication_achieved = replication_achieved
         self.abandon_replication = abandon_replication
         self.follow_replication = follow_replication
         self.confirm_copies = confirm_copies
@@ -103,7 +99,7 @@ cdef class NodeHooks:
     @staticmethod
     def slot_names():
         """Every hook, in the order hooks.pxd declares them."""
-        return ("wait_for_copies", "replication_achieved", "abandon_replication",
+        return ("wait_for_copies", "abandon_replication",
                 "follow_replication", "confirm_copies", "promise_progress", "try_gc",
                 "serve_ready", "block", "block_pattern", "pattern_queues", "pattern_served",
                 "need_jobs", "job_live", "job_done", "job_moved", "free_memory")
