@@ -99,31 +99,39 @@ cdef int _open_frame(WriteBuffer buf, FrameRun* run, const char* tail, int kind,
     return buf.write(head, size)
 
 
-cdef int _put_item(WriteBuffer buf, int kind, object item) except -1:
-    """One item of a frame, as formats/bus.py lays it out."""
-    cdef char fixed[8]
-    cdef int64_t aux
+cdef bytes _item_bytes(int kind, object item, int64_t* aux) except *:
+    """An item's variable part, and its u32 in `aux` (none: -1), checked
+    before anything is written: a refused item leaves no frame behind."""
     cdef bytes data
     if frame_carries_jobs(kind):
         data = <bytes?>item
-        if PyBytes_GET_SIZE(data) > 0xFFFFFFFF:
-            raise OverflowError("a job too large for a frame")
+        aux[0] = -1
+    elif frame_carries_queue(kind):
+        data = <bytes?>item.queue
+        aux[0] = item.aux
+    else:
+        data = <bytes?>(<tuple?>item)[0]
+        aux[0] = (<tuple>item)[1]
+        if PyBytes_GET_SIZE(data) != JOB_ID_LEN:
+            raise ValueError("a job ID item out of range")
+    if PyBytes_GET_SIZE(data) > 0xFFFFFFFF or aux[0] > 0xFFFFFFFF or \
+            (aux[0] < 0 and not frame_carries_jobs(kind)):
+        raise OverflowError("a bus message field out of range")
+    return data
+
+
+cdef int _put_item(WriteBuffer buf, int kind, bytes data, int64_t aux) except -1:
+    """One item of a frame, as formats/bus.py lays it out."""
+    cdef char fixed[8]
+    if frame_carries_jobs(kind):
         put_u32(fixed, <uint32_t>PyBytes_GET_SIZE(data))
         buf.write(fixed, 4)
         return buf.write(PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data))
     if frame_carries_queue(kind):
-        data = <bytes?>item.queue
-        aux = item.aux
-        if not 0 <= aux <= 0xFFFFFFFF or PyBytes_GET_SIZE(data) > 0xFFFFFFFF:
-            raise OverflowError("a queue message field out of range")
         put_u32(fixed, <uint32_t>aux)
         put_u32(fixed + 4, <uint32_t>PyBytes_GET_SIZE(data))
         buf.write(fixed, 8)
         return buf.write(PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data))
-    data = <bytes?>(<tuple?>item)[0]
-    aux = (<tuple>item)[1]
-    if PyBytes_GET_SIZE(data) != JOB_ID_LEN or not 0 <= aux <= 0xFFFFFFFF:
-        raise ValueError("a job ID item out of range")
     buf.write(PyBytes_AS_STRING(data), JOB_ID_LEN)
     put_u32(fixed, <uint32_t>aux)
     return buf.write(fixed, 4)
@@ -166,6 +174,8 @@ cdef class BusOutbox:
         cdef PeerFrames peer = <PeerFrames>self._peers.get(node_id)
         cdef WriteBuffer buf
         cdef FrameRun* run
+        cdef int64_t aux
+        cdef bytes data = _item_bytes(kind, item, &aux)
         if peer is None:
             peer = PeerFrames.__new__(PeerFrames, node_id)
             self._peers[node_id] = peer
@@ -182,7 +192,7 @@ cdef class BusOutbox:
                 peer.held_frames += 1
             else:
                 peer.now_frames += 1
-        _put_item(buf, kind, item)
+        _put_item(buf, kind, data, aux)
         run.count += 1
         if not peer.listed:
             peer.listed = True
