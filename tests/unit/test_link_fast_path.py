@@ -94,7 +94,9 @@ class Pair:
         RecordingLink(core=self.holder, fast=True).data_received(
             frame(msg.REPLJOB, PRODUCER, msg.Jobs([data])))
         frames_for(self.holder, PRODUCER)
-        return self.holder.lookup(job.id)
+        copy = self.holder.lookup(job.id)
+        assert copy is not None
+        return copy
 
 
 @pytest.fixture
