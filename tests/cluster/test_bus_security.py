@@ -10,15 +10,24 @@ frame claiming the receiver's own ID is dropped, a half frame announcing
 600 MB is refused at once, queue names in NEEDJOBS/PAUSE are bounded, and
 links nobody vouched for are capped. A running cluster turns the secret on
 without losing its mesh (accept, then require).
+
+The data plane's frames (REPLJOB, GOTJOB) are taken in C once a link is
+trusted (engine/net/link.pxi): on that path too a forged sender is
+counted in frames_refused (the link stays), a length past the largest
+frame in frames_too_large (the link closed), a stranger's REPLJOB or
+GOTJOB before its first heartbeat closes its link, and none of them
+leaves a copy; a member's own REPLJOB makes one.
 """
 
 from __future__ import annotations
 
 import socket
+import time
 
 import pytest
 
 from disque_py.cluster import auth
+from disque_py.engine import ACTIVE, IdGenerator, new_job, serialize_job
 from disque_py.formats import bus as msg
 from tests.cluster.harness import (MARGIN_S, Cluster, call, cluster_info, hello, info, poll, show)
 from tests.support import CLUSTER_PORT_OFFSET, HOST, ServerProcess
@@ -43,8 +52,25 @@ def frame(kind: int, sender: bytes, body) -> bytes:
     return msg.encode(msg.Header(kind, sender, 7000, 0), body)
 
 
-def forged_frames(target_id: bytes, member_id: bytes) -> dict[str, bytes]:
-    """What a stranger tries, by name."""
+def job_from(producer_id: bytes, body: bytes = b"injected") -> tuple[bytes, bytes]:
+    """A new job's ID, and its bytes as producer_id's REPLJOB carries them."""
+    now_ms = int(time.time() * 1000)
+    job_id = IdGenerator(producer_id).next_id(3600, 60)
+    job = new_job(job_id, b"q", body, ACTIVE, 2, 0, 60, now_ms * 1_000_000,
+                  now_ms // 1000 + 3600, (producer_id,))
+    return job_id, serialize_job(job, now_ms // 1000)
+
+
+def repljob(sender: bytes, job: bytes) -> bytes:
+    return frame(msg.REPLJOB, sender, msg.Jobs([job]))
+
+
+def gotjob(sender: bytes, job_id: bytes) -> bytes:
+    return frame(msg.GOTJOB, sender, msg.JobIds([(job_id, 0)]))
+
+
+def forged_frames(target_id: bytes, member_id: bytes, job: bytes) -> dict[str, bytes]:
+    """What a stranger tries, by name (`job`: a job's bytes for REPLJOB)."""
     return {
         "PING as the target itself": heartbeat(msg.PING, target_id),
         "PING as a member": heartbeat(msg.PING, member_id),
@@ -55,6 +81,8 @@ def forged_frames(target_id: bytes, member_id: bytes) -> dict[str, bytes]:
         "SETACK": frame(msg.SETACK, member_id, msg.JobIds([(JOB_ID, 2)])),
         "PAUSE": frame(msg.PAUSE, member_id, msg.QueueOp(b"q", 3)),
         "NEEDJOBS": frame(msg.NEEDJOBS, member_id, msg.QueueOp(b"q", 10)),
+        "REPLJOB": repljob(member_id, job),
+        "GOTJOB": gotjob(member_id, JOB_ID),
     }
 
 
@@ -145,11 +173,13 @@ def test_every_forged_frame_from_a_stranger_closes_its_link_and_changes_nothing(
     bus_port = target.port + CLUSTER_PORT_OFFSET
     target_id, member_id = cluster.ids[0].encode(), cluster.ids[1].encode()
     before = bus_counters(target)
-    forged = forged_frames(target_id, member_id)
+    injected_id, injected = job_from(member_id)
+    forged = forged_frames(target_id, member_id, injected)
     for name, data in forged.items():
         assert send_and_wait_close(bus_port, data), f"{name}: the link stayed open"
     assert bus_counters(target)["auth_failures"] == before["auth_failures"] + len(forged)
     assert show(target, job_id)["state"] == b"queued"
+    assert show(target, injected_id) is None
     assert call(target, "PAUSE", "q", "state") == b"none"
     assert cluster.is_full_mesh()
     assert cluster_info(target)["cluster_known_nodes"] == "2"
@@ -173,6 +203,61 @@ def test_a_member_cannot_speak_for_another_node_nor_for_the_receiver(secured):
         assert "fail" not in cluster.flags_seen(target, cluster.ids[1])
     finally:
         member.close()
+
+
+def test_on_the_fast_path_a_member_cannot_speak_for_another_node_nor_for_the_receiver(secured):
+    cluster, _ = secured
+    target = cluster[0]
+    bus_port = target.port + CLUSTER_PORT_OFFSET
+    target_id, member_id = cluster.ids[0].encode(), cluster.ids[1].encode()
+    as_target, as_unknown, as_member, own = (job_from(member_id, body) for body in
+                                             (b"as target", b"as unknown", b"as member", b"own"))
+    member = Member(bus_port, SECRET, member_id)
+    impostor = Member(bus_port, SECRET, UNKNOWN_ID)     # authenticated, as a node nobody knows
+    try:
+        before = bus_counters(target)
+        member.sock.sendall(repljob(target_id, as_target[1]) + gotjob(target_id, as_target[0])
+                            + repljob(UNKNOWN_ID, as_unknown[1]))
+        impostor.sock.sendall(repljob(member_id, as_member[1]))
+        poll(lambda: bus_counters(target)["frames_refused"] == before["frames_refused"] + 4,
+             5 + MARGIN_S, "the four forged frames to be counted")
+        member.sock.sendall(repljob(member_id, own[1]))
+        poll(lambda: show(target, own[0]) is not None, 5 + MARGIN_S,
+             "the member's own REPLJOB to make its copy")
+        assert show(target, own[0])["state"] == b"active"
+        for job_id, _ in (as_target, as_unknown, as_member):
+            assert show(target, job_id) is None
+        assert bus_counters(target) == {**before, "frames_refused": before["frames_refused"] + 4}
+    finally:
+        member.close()
+        impostor.close()
+
+
+def test_on_the_fast_path_a_frame_past_the_largest_is_refused_and_counted(secured):
+    cluster, _ = secured
+    target = cluster[0]
+    member = Member(target.port + CLUSTER_PORT_OFFSET, SECRET, cluster.ids[1].encode())
+    try:
+        before = bus_counters(target)
+        member.sock.sendall(msg.LENGTH.pack(msg.MAX_FRAME + 1) + b"DqP1" + b"x" * 1000)
+        assert link_closed(member.sock)
+        assert bus_counters(target) == {**before,
+                                         "frames_too_large": before["frames_too_large"] + 1}
+    finally:
+        member.close()
+
+
+def link_closed(sock: socket.socket, timeout: float = 5 + MARGIN_S) -> bool:
+    """True once the node closed the link (whatever it sent before)."""
+    sock.settimeout(timeout)
+    try:
+        while sock.recv(65536):
+            pass
+        return True
+    except ConnectionError:
+        return True
+    except socket.timeout:
+        return False
 
 
 def test_a_half_frame_of_600_mb_is_refused_at_once(secured):
@@ -221,6 +306,44 @@ def test_without_a_secret_a_frame_claiming_the_receivers_own_id_is_dropped(plain
         poll(lambda: bus_counters(target)["frames_refused"] == before + 1, 5 + MARGIN_S,
              "the frame claiming the node's own ID to be counted")
     assert info(plain[0], "cluster")["cluster_bus_auth"] == "off"
+
+
+@pytest.mark.parametrize("kind", ["REPLJOB", "GOTJOB"])
+def test_a_strangers_job_frame_before_any_heartbeat_closes_its_link(plain, kind):
+    target = plain[0]
+    member_id = plain.ids[1].encode()
+    job_id, job = job_from(member_id)
+    data = repljob(member_id, job) if kind == "REPLJOB" else gotjob(member_id, job_id)
+    before = bus_counters(target)
+    assert send_and_wait_close(target.port + CLUSTER_PORT_OFFSET, data)
+    assert show(target, job_id) is None
+    assert bus_counters(target) == before
+
+
+def test_without_a_secret_job_frames_claiming_the_receivers_own_id_are_dropped(plain):
+    target = plain[0]
+    target_id = plain.ids[0].encode()
+    job_id, job = job_from(target_id)
+    before = bus_counters(target)
+    with socket.create_connection((HOST, target.port + CLUSTER_PORT_OFFSET)) as sock:
+        sock.sendall(heartbeat(msg.PING, UNKNOWN_ID) + repljob(target_id, job)
+                     + gotjob(target_id, job_id))
+        poll(lambda: bus_counters(target)["frames_refused"] == before["frames_refused"] + 2,
+             5 + MARGIN_S, "the two frames claiming the node's own ID to be counted")
+        sock.sendall(msg.LENGTH.pack(msg.MAX_FRAME + 1))
+        assert link_closed(sock)
+    assert show(target, job_id) is None
+    assert bus_counters(target) == {**before, "frames_refused": before["frames_refused"] + 2,
+                                    "frames_too_large": before["frames_too_large"] + 1}
+
+
+def test_a_length_below_the_shortest_frame_closes_a_trusted_link_uncounted(plain):
+    target = plain[0]
+    before = bus_counters(target)
+    with socket.create_connection((HOST, target.port + CLUSTER_PORT_OFFSET)) as sock:
+        sock.sendall(heartbeat(msg.PING, UNKNOWN_ID) + msg.LENGTH.pack(4) + b"DqP1")
+        assert link_closed(sock)
+    assert bus_counters(target) == before
 
 
 def test_queue_names_in_needjobs_and_pause_are_bounded(plain):
