@@ -21,7 +21,11 @@
  *
  * so that every job travels from A to B. A producer waits while BACKLOG
  * jobs (default 10,000) are added and not yet delivered on B: the rate is
- * what the cluster carries end to end, not how far A's queue can grow.
+ * what the cluster carries end to end, not how far A's queue can grow. The
+ * consumers connect once A has answered 100 ADDJOBs: a node whose client
+ * blocks broadcasts NEEDJOBS to find the queue's sources, and Disque
+ * 1.0-rc1, when that first broadcast finds no job, sends the next one only
+ * 4 s later (exponential delays from 2 s), which a short run would measure.
  *
  * After WARMUP_S seconds it prints the line "measuring"; SECONDS later one
  * line of key=value fields, and exits:
@@ -59,6 +63,7 @@
 #define FED_TIMEOUT_MS "100"
 #define DEFAULT_CONSUMERS 8
 #define DEFAULT_BACKLOG 10000
+#define CONSUMERS_WAIT_S 5.0  /* at most, for A to answer FED_COUNT ADDJOBs */
 #define COMMAND_SIZE (FED_COUNT * 128 + 256)
 
 enum role { CYCLER, PRODUCER, CONSUMER };
@@ -303,11 +308,12 @@ static void open_conn(int ep, struct conn *c, const char *host, int port, enum r
     else send_addjob(c);
 }
 
-/* Run the event loop until `deadline` (seconds on now()'s clock). */
-static void run_until(int ep, double deadline) {
+/* Run the event loop until `deadline` (seconds on now()'s clock), or until
+ * `until_added` ADDJOBs are answered when it is not 0. */
+static void run_until(int ep, double deadline, long long until_added) {
     struct epoll_event events[64];
     double left;
-    while ((left = deadline - now()) > 0) {
+    while ((left = deadline - now()) > 0 && (until_added == 0 || added < until_added)) {
         int n = epoll_wait(ep, events, 64, (int)(left * 1000) + 1);
         if (n < 0 && errno != EINTR) die(strerror(errno));
         for (int i = 0; i < n; i++) on_readable(events[i].data.ptr);
@@ -348,16 +354,18 @@ int main(int argc, char **argv) {
     int ep = epoll_create1(0);
     for (int i = 0; i < connections; i++)
         open_conn(ep, &conns[i], host, port, port_b ? PRODUCER : CYCLER, i);
+    if (consumers > 0)   /* B's first NEEDJOBS finds jobs on A (see the top) */
+        run_until(ep, now() + CONSUMERS_WAIT_S, FED_COUNT);
     for (int i = 0; i < consumers; i++)
         open_conn(ep, &conns[connections + i], host, port_b, CONSUMER, i);
 
-    run_until(ep, now() + warmup);
+    run_until(ep, now() + warmup, 0);
     printf("measuring\n");
     fflush(stdout);
     long long completed0 = completed, added0 = added;
     double wall0 = now(), user0, cpu0, user1, cpu1;
     cpu_times(&user0, &cpu0);
-    run_until(ep, wall0 + seconds);
+    run_until(ep, wall0 + seconds, 0);
     double wall = now() - wall0;
     cpu_times(&user1, &cpu1);
     const char *what = port_b ? "jobs" : "cycles";
