@@ -73,8 +73,9 @@ from common import (BODY, HOST, REDIS_BENCHMARK, DisqueServer, Pinning,  # noqa:
                     measure_redis_benchmark, ordered, print_commands, print_header,
                     redis_benchmark_command, require_tools, scratch_dir, start_cluster,
                     stop_all)
-from compare import (COMPILER, Row, add_disque_option, compile_loader, print_latest,  # noqa: E402
-                     print_rounds, print_summary, run_loader, server_kinds, tool_versions)
+from compare import (COMPILER, SHORT, Row, add_disque_option, compile_loader,  # noqa: E402
+                     print_latest, print_rounds, print_summary, run_loader, server_kinds,
+                     tool_versions)
 
 NODES = 3
 QUEUE = "bench"
@@ -96,6 +97,9 @@ class SecretDisqueServer(DisqueServer):
 
     def __init__(self, directory: Path, pinning: Pinning, args=()) -> None:
         super().__init__(directory, pinning, ["--cluster-secret", BENCH_SECRET, *args])
+
+
+SHORT[SecretDisqueServer.label] = "secret"       # its name in the CPU columns' headers
 
 
 @dataclass

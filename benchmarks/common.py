@@ -8,7 +8,8 @@ What this module owns:
   first CPU and every load generator (redis-benchmark, our asyncio loaders,
   this script itself) on the others, so the server under test always has a
   core of its own and the two servers are measured the same way;
-- running redis-benchmark and reading its requests per second (-q --csv);
+- running redis-benchmark and reading its requests per second and latencies
+  (-q --csv), with the CPU of the servers it loads;
 - a small asyncio RESP client (hiredis.Reader for replies, uvloop) for the
   loads redis-benchmark cannot express: pipelined fills, request cycles
   that use the previous reply, latency probes;

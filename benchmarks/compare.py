@@ -193,8 +193,8 @@ def print_summary(rows: Sequence[Row], title: str) -> None:
     labels = row_labels(measured)
     others = [label for label in labels if label not in (C, PY)]
     shorts = " / ".join(SHORT.get(label, label) for label in labels)
-    print_table(["load", *labels, "ratio (range)", *(f"{o} / {PY}" for o in others), "target",
-                 f"server CPU {shorts}", f"loader CPU {shorts}"],
+    print_table(["load", *labels, "ratio (range)", *(f"{SHORT.get(o, o)} / py" for o in others),
+                 "target", f"server CPU {shorts}", f"loader CPU {shorts}"],
                 [[row.name, *(value_cell(row, label) for label in labels), ratio_cell(row),
                   *(ratio_cell(row, other, PY) for other in others),
                   f"{row.target}: {row.met()}" if row.target else "",
