@@ -32,7 +32,10 @@ plain one. The body is 100 bytes. The rows:
                            10,000 jobs are added and not yet delivered, and the
                            consumers connect once node0 has answered 100 ADDJOBs
                            (Disque C's first NEEDJOBS broadcast, finding no job,
-                           is repeated only 4 s later). Jobs/s delivered on node1
+                           is repeated only 4 s later). Jobs/s delivered on node1;
+                           the jobs added and not yet delivered at the end are
+                           a row (near 10,000: carrying jobs to node1 is the
+                           limit; far under: adding them is)
   CPU per replicated job   utime and stime (/proc/PID/stat) of the three nodes,
                            summed, over the c50 run, divided by its requests (us);
                            user and kernel are rows of their own
@@ -131,6 +134,7 @@ def make_rows() -> dict[str, Row]:
         "aof": rate("ADDJOB REPLICATE 3, appendfsync always, c50 (jobs/s)", 1.5),
         "cycle": rate("cycle ADDJOB R3 -> GETJOB -> ACKJOB, 50 conns (cycles/s)", 1.5),
         "federation": rate("federation node0 -> node1, COUNT 100 + ACKJOB (jobs/s)", 1.5),
+        "backlog": Row(f"  added, not yet delivered at the end (of {FED_BACKLOG:,})"),
         "cpu": Row("CPU per replicated job, 3 nodes, c50 (us)", "<= 0.6x", at_most=0.6),
         "cpu_user": Row("  of which user (us)"),
         "cpu_kernel": Row("  of which kernel (us)"),
@@ -193,11 +197,15 @@ def federation_command(loader: Path, servers: list, settings: Settings) -> list[
 
 def loader_load(key: str, make_command: Callable[[Path, list, Settings], list[str]],
                 rate_field: str) -> Load:
+    """loader/cycle.c; the federation's backlog at the end is a row of its own."""
     def run(servers: list, settings: Settings, loader: Path) -> Sample:
         cmd = make_command(loader, servers, settings)
         result = run_loader(cmd, [server.pid for server in servers])
-        return Sample({key: result.fields[rate_field]}, result.server_cpu,
-                      result.fields["cpu_percent"], result.fields["user_percent"], cmd)
+        values = {key: result.fields[rate_field]}
+        if "backlog" in result.fields:
+            values["backlog"] = result.fields["backlog"]
+        return Sample(values, result.server_cpu, result.fields["cpu_percent"],
+                      result.fields["user_percent"], cmd)
     return Load(key, run)
 
 

@@ -31,9 +31,12 @@
  * line of key=value fields, and exits:
  *
  *     cycles: cycles=N seconds=S cycles_per_s=R cpu_percent=C user_percent=U
- *     -f:     jobs=N seconds=S jobs_per_s=R added_per_s=A cpu_percent=C user_percent=U
+ *     -f:     jobs=N seconds=S jobs_per_s=R added_per_s=A backlog=B cpu_percent=C
+ *             user_percent=U
  *
- * where jobs are those GETJOB delivered on B, C is this process's own CPU
+ * where jobs are those GETJOB delivered on B, B the jobs added and not yet
+ * delivered at the end (near BACKLOG: carrying them to B is the limit, not
+ * adding them), C is this process's own CPU
  * time (user + system) over the measured window in percent of one core and
  * U its user-space part. Near 100% would mean the loader is the limit; most
  * of C is the kernel sending on loopback (each write delivers to the
@@ -64,7 +67,8 @@
 #define DEFAULT_CONSUMERS 8
 #define DEFAULT_BACKLOG 10000
 #define CONSUMERS_WAIT_S 5.0  /* at most, for A to answer FED_COUNT ADDJOBs */
-#define COMMAND_SIZE (FED_COUNT * 128 + 256)
+#define MAX_ARG_LEN 64         /* a job ID, an ADDJOB-ARG */
+#define COMMAND_SIZE (FED_COUNT * (MAX_ARG_LEN + 8) + 64)
 
 enum role { CYCLER, PRODUCER, CONSUMER };
 enum step { ADD, GET, ACK };
@@ -152,7 +156,7 @@ static void send_all(struct conn *c, const char *cmd, int len) {
 
 /* ADDJOB <queue> <body> 0 [ADDJOB-ARG ...] */
 static void send_addjob(struct conn *c) {
-    char cmd[1024], queue[32];
+    char cmd[BODY_SIZE + (MAX_ADDJOB_ARGS + 4) * (MAX_ARG_LEN + 8)], queue[32];
     int qlen = c->role == PRODUCER ? snprintf(queue, sizeof queue, FED_QUEUE)
                                    : snprintf(queue, sizeof queue, "q%d", c->index);
     int len = sprintf(cmd, "*%d\r\n", 4 + extra_argc);
@@ -206,6 +210,7 @@ static long send_ackjob(struct conn *c, const char *r, size_t n) {
         p += line_len(p, n - (p - r));               /* at "$len": the queue */
         p += reply_len(p, n - (p - r));              /* at "$len": the ID */
         long id_len = atol(p + 1);
+        if (id_len < 1 || id_len > MAX_ARG_LEN) die("unexpected job ID length");
         len += put_bulk(cmd + len, p + line_len(p, n - (p - r)), id_len);
         p = job + reply_len(job, n - (job - r));     /* the next job */
     }
@@ -344,6 +349,8 @@ int main(int argc, char **argv) {
     extra_argc = argc - 5;
     extra_argv = argv + 5;
     if (extra_argc > MAX_ADDJOB_ARGS) die("too many ADDJOB-ARGs");
+    for (int i = 0; i < extra_argc; i++)
+        if (strlen(extra_argv[i]) > MAX_ARG_LEN) die("ADDJOB-ARG too long");
     if (port_b == 0) consumers = 0;
     if (connections < 1 || connections + consumers > MAX_CONNECTIONS || consumers < 0 ||
         (port_b && consumers < 1) || backlog_limit < 1)
@@ -371,7 +378,7 @@ int main(int argc, char **argv) {
     const char *what = port_b ? "jobs" : "cycles";
     printf("%s=%lld seconds=%.3f %s_per_s=%.1f", what, completed - completed0, wall, what,
            (completed - completed0) / wall);
-    if (port_b) printf(" added_per_s=%.1f", (added - added0) / wall);
+    if (port_b) printf(" added_per_s=%.1f backlog=%lld", (added - added0) / wall, added - completed);
     printf(" cpu_percent=%.1f user_percent=%.1f\n", 100.0 * (cpu1 - cpu0) / wall,
            100.0 * (user1 - user0) / wall);
     return 0;
