@@ -133,7 +133,8 @@ def make_rows() -> dict[str, Row]:
         "async": rate("ADDJOB REPLICATE 3 ASYNC, c50 (jobs/s)", 2.0),
         "aof": rate("ADDJOB REPLICATE 3, appendfsync always, c50 (jobs/s)", 1.5),
         "cycle": rate("cluster cycle ADDJOB R3 -> GETJOB -> ACKJOB, c50 (cycles/s)", 1.5),
-        "federation": rate(f"federation node0 -> node1, {CONNECTIONS} + {FED_CONSUMERS} conns (jobs/s)", 1.5),
+        "federation": rate(f"federation node0 -> node1, {CONNECTIONS} + {FED_CONSUMERS} conns "
+                           f"(jobs/s)", 1.5),
         "backlog": Row(f"  added, not yet delivered at the end (of {FED_BACKLOG:,})"),
         "cpu": Row("CPU per replicated job, 3 nodes, c50 (us)", "<= 0.6x", at_most=0.6),
         "cpu_user": Row("  of which user (us)"),
