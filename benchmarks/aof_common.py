@@ -4,9 +4,8 @@ and paired per-round figures.
 
 common.py holds what every benchmark uses; this module adds what only the
 persistence benchmarks need, so that no script copies another:
-- the servers compared: disque-py and, when `--disque PATH` (or
-  DISQUE_BINARY) names its disque-server, Disque 1.0-rc1 (common.OriginalDisque),
-  each started in a fresh directory with the AOF named AOF_NAME;
+- the servers compared (compare.server_kinds), each started in a fresh
+  directory with the AOF named AOF_NAME;
 - where the AOFs go (a directory on a real disk, `df -T` printed);
 - a pipelined fill of queued jobs; BGREWRITEAOF timed until INFO says
   done, with the worst PING round trip meanwhile; a start-up timed until
@@ -33,9 +32,9 @@ from pathlib import Path
 
 import hiredis
 
-from common import (BODY, HOST, DisqueServer, LatencyProbe, OriginalDisque, Pinning,
-                    RespConnection, info, median, parse_info, pipelined_fill, ratio,
-                    run_async, scratch_dir)
+from common import (BODY, HOST, LatencyProbe, OriginalDisque, Pinning, RespConnection, info,
+                    median, parse_info, pipelined_fill, ratio, run_async, scratch_dir)
+from compare import C, PY
 from disque_py.formats.resp import encode_command
 
 AOF_NAME = "bench.aof"
@@ -44,28 +43,10 @@ AOF_NAME = "bench.aof"
 # the file whose bytes per job are reported. Rewrites have their own figure.
 NO_AUTO_REWRITE = ["--auto-aof-rewrite-percentage", "0"]
 ADDJOB = ["ADDJOB", "q", BODY.decode(), "0"]
-PY = DisqueServer.label
-C = OriginalDisque.label
 POLL_S = 0.01
 
 
 # -------------------------------------------------------------------- servers
-
-def add_disque_option(parser) -> None:
-    parser.add_argument("--disque", default=os.environ.get("DISQUE_BINARY", ""),
-                        help="path of Disque 1.0-rc1's disque-server (default $DISQUE_BINARY); "
-                             "without it, disque-py only")
-
-
-def server_kinds(disque_binary: str) -> list:
-    """The server classes to measure: Disque C first when there is one."""
-    if not disque_binary:
-        return [DisqueServer]
-    if not os.access(disque_binary, os.X_OK):
-        raise SystemExit(f"--disque {disque_binary}: not an executable")
-    OriginalDisque.binary = disque_binary
-    return [OriginalDisque, DisqueServer]
-
 
 def new_server(kind, root: Path, pinning: Pinning, args: list[str], prefix: str = ""):
     """A server of `kind` (not started) in a fresh directory under `root`,

@@ -45,9 +45,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from aof_common import (ADDJOB, C, NO_AUTO_REWRITE, PY, Paired, add_disque_option,  # noqa: E402
-                        aof_file, aof_root, filesystem_of, filled_aof, new_server,
-                        server_kinds, shown)
+from aof_common import (ADDJOB, C, NO_AUTO_REWRITE, PY, Paired, aof_file,  # noqa: E402
+                        aof_root, filesystem_of, filled_aof, new_server, shown)
+from compare import add_disque_option, server_kinds  # noqa: E402
 from common import (BODY, REDIS_BENCHMARK, Pinning, info, median, ordered,  # noqa: E402
                     print_commands, print_header, print_table, ratio,
                     redis_benchmark_command, require_tools, run_redis_benchmark)

@@ -39,9 +39,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from aof_common import (C, NO_AUTO_REWRITE, PY, Paired, add_disque_option,  # noqa: E402
-                        aof_file, aof_root, filesystem_of, filled_aof, new_server,
-                        registered_jobs, rewrite, seconds_to_pong, server_kinds, shutdown)
+from aof_common import (C, NO_AUTO_REWRITE, PY, Paired, aof_file, aof_root,  # noqa: E402
+                        filesystem_of, filled_aof, new_server, registered_jobs, rewrite,
+                        seconds_to_pong, shutdown)
+from compare import add_disque_option, server_kinds  # noqa: E402
 from common import Pinning, ordered, print_commands, print_header, print_table  # noqa: E402
 
 TIME = "/usr/bin/time"

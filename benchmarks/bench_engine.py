@@ -66,32 +66,31 @@ import multiprocessing
 import os
 import re
 import shlex
-import shutil
 import socket
 import subprocess
 import sys
 import threading
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import hiredis
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import (BODY, BODY_SIZE, HOST, MB, REDIS_BENCHMARK, REPO_ROOT,  # noqa: E402
-                    CpuMeter, DisqueServer, OriginalDisque, Pinning, command, encode_command,
-                    median, ordered, pipelined_fill, print_commands, print_header, print_table,
-                    ratio, redis_benchmark_command, run_async, run_redis_benchmark,
-                    scratch_dir, stop_all, vm_rss_bytes)
+from common import (BODY, BODY_SIZE, HOST, MB, REDIS_BENCHMARK, Pinning,  # noqa: E402
+                    command, encode_command, median, ordered, pipelined_fill, print_commands,
+                    print_header, redis_benchmark_command, require_tools, run_async,
+                    run_redis_benchmark, scratch_dir, stop_all, vm_rss_bytes)
+from compare import (COMPILER, Row, add_disque_option, compile_loader,  # noqa: E402
+                     first_line, print_details, print_latest, print_rounds, print_summary,
+                     run_loader, server_kinds, tool_versions)
 
 CONNECTIONS = 50
 PIPELINE = 16
 QUEUE = "q"
 ADDJOB = encode_command("ADDJOB", QUEUE, BODY, "0")
 PING = encode_command("PING")
-LOADER_SOURCE = Path(__file__).resolve().parent / "loader" / "cycle.c"
-COMPILER = "cc"
 VALGRIND = "valgrind"
 CALLGRIND_CONTROL = "callgrind_control"
 CALLGRIND_BATCH = 16
@@ -101,8 +100,6 @@ MEMORY_BATCH = 1000
 SETTLE_S = 0.5            # our server frees flushed jobs in slices, a few per tick
 PROBE_LEAD_S = 0.3        # PINGs answered before and after the flood
 RECV_SIZE = 1 << 20
-LABEL_C = OriginalDisque.label
-LABEL_PY = DisqueServer.label
 
 # Targets: the three rates as ratios disque-py / Disque C (at least), the
 # rest as disque-py's own value (at most).
@@ -133,52 +130,7 @@ class Settings:
         return cls(rounds, 100_000, 500_000, 1.0, 5.0, 5_000, 20_000, 1_000_000, 100_000)
 
 
-@dataclass
-class Row:
-    """One line of the table: values per server label, one per run."""
-
-    name: str
-    target: str                    # shown in the target column
-    ratio_target: float | None = None   # rates: median ratio must reach it
-    value_target: float | None = None   # once-rows: disque-py's value must stay under it
-    values: dict[str, list[float]] = field(default_factory=dict)
-    server_cpu: dict[str, list[float]] = field(default_factory=dict)
-    loader_cpu: dict[str, list[float]] = field(default_factory=dict)
-    loader_user: dict[str, list[float]] = field(default_factory=dict)
-    details: dict[str, dict] = field(default_factory=dict)
-    commands: list[str] = field(default_factory=list)
-
-    def add(self, label: str, value: float, server_cpu: float | None = None,
-            loader_cpu: float | None = None, loader_user: float | None = None) -> None:
-        self.values.setdefault(label, []).append(value)
-        if server_cpu is not None:
-            self.server_cpu.setdefault(label, []).append(server_cpu)
-            self.loader_cpu.setdefault(label, []).append(loader_cpu)
-        if loader_user is not None:
-            self.loader_user.setdefault(label, []).append(loader_user)
-
-    def ratios(self) -> list[float]:
-        return [ratio(py, c) for py, c in zip(self.values.get(LABEL_PY, []),
-                                              self.values.get(LABEL_C, []))]
-
-    def met(self) -> str:
-        if self.ratio_target is not None:
-            if not self.ratios():
-                return "n/a"
-            ok = median(self.ratios()) >= self.ratio_target
-        else:
-            ok = median(self.values[LABEL_PY]) <= self.value_target
-        return "met" if ok else "missed"
-
-
 # ------------------------------------------------------------------ servers
-
-def server_kinds(disque_binary: str) -> list:
-    if not disque_binary:
-        return [DisqueServer]
-    OriginalDisque.binary = disque_binary
-    return [OriginalDisque, DisqueServer]
-
 
 @contextlib.contextmanager
 def running(server):
@@ -206,29 +158,15 @@ def run_addjob(server, settings: Settings, pipeline: int) -> tuple[float, float,
     return (*run_redis_benchmark(cmd, server.pid), None, cmd)
 
 
-def compile_loader(directory: Path) -> tuple[Path, list[str]]:
-    binary = directory / "cycle"
-    cmd = [COMPILER, "-O2", "-o", str(binary), str(LOADER_SOURCE)]
-    subprocess.run(cmd, check=True)
-    return binary, cmd
-
-
 def run_cycles(server, settings: Settings, loader: Path) -> tuple[float, float, float,
                                                                    float, list]:
     """Cycles/s, server CPU %, loader CPU % and its user-space part, all over the
     loader's measured window; command."""
     cmd = [str(loader), HOST, str(server.port), str(CONNECTIONS),
            str(settings.cycle_warmup_s), str(settings.cycle_seconds)]
-    with subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True) as proc:
-        started = proc.stdout.readline().strip() == "measuring"
-        meter = CpuMeter(server.pid)
-        result = proc.stdout.readline()
-        server_cpu = meter.percent()
-    if not started or proc.returncode != 0:
-        raise RuntimeError(f"{shlex.join(cmd)} failed ({proc.returncode})")
-    fields = dict(item.split("=") for item in result.split())
-    return (float(fields["cycles_per_s"]), server_cpu, float(fields["cpu_percent"]),
-            float(fields["user_percent"]), cmd)
+    run = run_loader(cmd, [server.pid])
+    return (run.fields["cycles_per_s"], run.server_cpu, run.fields["cpu_percent"],
+            run.fields["user_percent"], cmd)
 
 
 def measure_throughput(servers, rows: list[Row], settings: Settings, loader: Path) -> None:
@@ -244,9 +182,7 @@ def measure_throughput(servers, rows: list[Row], settings: Settings, loader: Pat
                 row.add(server.label, rate, server_cpu, loader_cpu, loader_user)
                 if round_index == 0:
                     row.commands.append(f"[{server.label}] {shlex.join(cmd)}")
-            print("  " + row.name.ljust(44) + "   ".join(
-                f"{label} {row.values[label][-1]:>10,.0f}" for label in (LABEL_C, LABEL_PY)
-                if label in row.values), flush=True)
+            print_latest(row)
 
 
 # ------------------------------------------------------------ instructions
@@ -418,126 +354,33 @@ def measure_ping_gap(kind, pinning: Pinning, jobs: int, row: Row) -> None:
 def make_rows(settings: Settings) -> list[Row]:
     return [
         Row(f"ADDJOB, {CONNECTIONS} conns (req/s)", f">= {TARGET_ADDJOB:.1f}x",
-            ratio_target=TARGET_ADDJOB),
+            at_least=TARGET_ADDJOB),
         Row(f"ADDJOB, {CONNECTIONS} conns, -P {PIPELINE} (req/s)",
-            f">= {TARGET_ADDJOB_PIPELINED:.1f}x", ratio_target=TARGET_ADDJOB_PIPELINED),
+            f">= {TARGET_ADDJOB_PIPELINED:.1f}x", at_least=TARGET_ADDJOB_PIPELINED),
         Row(f"ADDJOB->GETJOB->ACKJOB, {CONNECTIONS} conns (cycles/s)",
-            f">= {TARGET_CYCLE:.1f}x", ratio_target=TARGET_CYCLE),
+            f">= {TARGET_CYCLE:.1f}x", at_least=TARGET_CYCLE),
         Row("instructions per pipelined ADDJOB (1 run)",
-            f"<= {TARGET_INSTRUCTIONS / 1000:.1f}k", value_target=TARGET_INSTRUCTIONS),
+            f"<= {TARGET_INSTRUCTIONS / 1000:.1f}k", value_at_most=TARGET_INSTRUCTIONS),
         Row(f"RSS per queued {BODY_SIZE}-byte job, {settings.memory_jobs:,} jobs (bytes, 1 run)",
-            f"<= {TARGET_BYTES_PER_JOB}", value_target=TARGET_BYTES_PER_JOB),
+            f"<= {TARGET_BYTES_PER_JOB}", value_at_most=TARGET_BYTES_PER_JOB),
         Row(f"PING gap, {settings.flood_jobs:,} pipelined ADDJOBs (ms, 1 run)",
-            f"<= {TARGET_PING_GAP_MS} ms", value_target=TARGET_PING_GAP_MS),
+            f"<= {TARGET_PING_GAP_MS} ms", value_at_most=TARGET_PING_GAP_MS),
     ]
 
 
-def value_cell(row: Row, label: str) -> str:
-    values = row.values.get(label)
-    if not values:
-        return "-"
-    value = median(values)
-    return f"{value:,.1f}" if value < 100 else f"{value:,.0f}"
-
-
-def ratio_cell(row: Row) -> str:
-    ratios = row.ratios()
-    if not ratios:
-        return "-"
-    if len(ratios) == 1:
-        return f"{ratios[0]:.2f}x"
-    return f"{median(ratios):.2f}x ({min(ratios):.2f}-{max(ratios):.2f})"
-
-
-def cpu_cell(per_label: dict[str, list[float]],
-             user: dict[str, list[float]] | None = None) -> str:
-    """Median CPU % of each server's run, Disque C first; with `user`, its user-space part."""
-    if not per_label:
-        return ""
-    cells = []
-    for label in (LABEL_C, LABEL_PY):
-        cell = f"{median(per_label[label]):.0f}%" if label in per_label else "-"
-        if user and label in user:
-            cell += f" (user {median(user[label]):.0f}%)"
-        cells.append(cell)
-    return " / ".join(cells)
-
-
 def print_report(rows: list[Row], settings: Settings) -> None:
-    measured = [row for row in rows if row.values]
-    print_table(["load", "Disque C", "disque-py", "ratio (range)", "target",
-                 "server CPU C / py", "loader CPU C / py"],
-                [[row.name, value_cell(row, LABEL_C), value_cell(row, LABEL_PY), ratio_cell(row),
-                  f"{row.target}: {row.met()}", cpu_cell(row.server_cpu),
-                  cpu_cell(row.loader_cpu, row.loader_user)] for row in measured],
-                title=f"summary: rates are medians of {settings.rounds} round(s); ratio = "
-                      f"median (range) of the per-round ratios disque-py / Disque C.\n"
-                      f"Rows marked '1 run' ran once per server on a fresh process: their "
-                      f"target applies to disque-py's value (Disque C's is for reference), and "
-                      f"their ratio is lower-is-better.")
-
-
-def print_rounds(rows: list[Row]) -> None:
-    table = [[row.name, label, *(f"{v:,.0f}" for v in values)]
-             for row in rows if row.server_cpu for label, values in row.values.items()]
-    if table:
-        rounds = max(len(r) for r in table) - 2
-        print_table(["load", "server", *(f"round {i + 1}" for i in range(rounds))], table,
-                    title="per round (requests or cycles per second)")
-
-
-def print_details(rows: list[Row]) -> None:
-    for row in rows:
-        if row.details:
-            keys = list(next(iter(row.details.values())))
-            print_table(["server", *keys],
-                        [[label, *(_detail(d[k]) for k in keys)]
-                         for label, d in row.details.items()], title=row.name)
-
-
-def _detail(value) -> str:
-    if isinstance(value, float):
-        return f"{value:.3f}" if value < 10 else f"{value:,.1f}"
-    return f"{value:,}" if isinstance(value, int) else str(value)
+    print_summary(rows, f"summary: rates are medians of {settings.rounds} round(s); ratio = "
+                        f"median (range) of the per-round ratios disque-py / Disque C.\n"
+                        f"Rows marked '1 run' ran once per server on a fresh process: their "
+                        f"target applies to disque-py's value (Disque C's is for reference), "
+                        f"and their ratio is lower-is-better.")
 
 
 # -------------------------------------------------------------------- main
 
-def tool_versions(disque_binary: str, callgrind: bool) -> list[tuple[str, str]]:
-    def first_line(cmd: list[str]) -> str:
-        done = subprocess.run(cmd, capture_output=True, text=True)
-        return (done.stdout or done.stderr).splitlines()[0].strip()
-    rows = [("disque-py source", source_state()), ("cc", first_line([COMPILER, "--version"]))]
-    if disque_binary:
-        rows.append(("Disque C", f"{first_line([disque_binary, '--version'])} ({disque_binary})"))
-    if callgrind:
-        rows.append(("valgrind", first_line([VALGRIND, "--version"])))
-    return rows
-
-
-def source_state() -> str:
-    """The commit disque-py runs from, and whether its package has uncommitted changes."""
-    def git(*args) -> str:
-        done = subprocess.run(["git", "-C", str(REPO_ROOT), *args], capture_output=True, text=True)
-        return done.stdout.strip() if done.returncode == 0 else ""
-    commit = git("rev-parse", "--short", "HEAD")
-    if not commit:
-        return "not a git checkout"
-    return commit + (" + uncommitted changes in disque_py/"
-                     if git("status", "--porcelain", "--", "disque_py") else "")
-
-
-def require(tools: list[str]) -> None:
-    missing = [tool for tool in tools if shutil.which(tool) is None]
-    if missing:
-        sys.exit(f"missing on PATH: {', '.join(missing)}")
-
-
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--disque", default=os.environ.get("DISQUE_BINARY", ""),
-                        help="path of the original disque-server (Disque C); without it "
-                             "disque-py's figures only")
+    add_disque_option(parser)
     parser.add_argument("--rounds", type=int, default=3,
                         help="rounds of the throughput loads (default 3)")
     parser.add_argument("--quick", action="store_true",
@@ -552,13 +395,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    require([REDIS_BENCHMARK, COMPILER]
-            + ([] if args.skip_callgrind else [VALGRIND, CALLGRIND_CONTROL]))
+    require_tools([REDIS_BENCHMARK, COMPILER]
+                  + ([] if args.skip_callgrind else [VALGRIND, CALLGRIND_CONTROL]), hint="")
     settings = Settings.for_mode(args.quick, args.rounds)
     pinning = Pinning(not args.no_pin)
     pinning.pin_this_process()
-    print_header("bench_engine: disque-py vs Disque 1.0-rc1 (C)", pinning,
-                 tool_versions(args.disque, not args.skip_callgrind))
+    versions = tool_versions(args.disque)
+    if not args.skip_callgrind:
+        versions.append(("valgrind", first_line([VALGRIND, "--version"])))
+    print_header("bench_engine: disque-py vs Disque 1.0-rc1 (C)", pinning, versions)
     print(f"settings: {settings}")
     started = time.perf_counter()
     kinds = server_kinds(args.disque)
@@ -584,7 +429,7 @@ def main(argv: list[str] | None = None) -> int:
         measure_ping_gap(kind, pinning, settings.flood_jobs, rows[5])
 
     print_commands(line for row in rows for line in row.commands)
-    print_rounds(rows)
+    print_rounds(rows[:3], "per round (requests or cycles per second)")
     print_details(rows)
     print_report(rows, settings)
     print(f"\ntotal time {time.perf_counter() - started:.0f}s; load average now "

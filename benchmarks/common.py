@@ -8,7 +8,8 @@ What this module owns:
   first CPU and every load generator (redis-benchmark, our asyncio loaders,
   this script itself) on the others, so the server under test always has a
   core of its own and the two servers are measured the same way;
-- running redis-benchmark and reading its requests per second (-q --csv);
+- running redis-benchmark and reading its requests per second and latencies
+  (-q --csv), with the CPU of the servers it loads;
 - a small asyncio RESP client (hiredis.Reader for replies, uvloop) for the
   loads redis-benchmark cannot express: pipelined fills, request cycles
   that use the previous reply, latency probes;
@@ -38,6 +39,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
@@ -249,24 +251,39 @@ def vm_rss_bytes(pid: int) -> int:
     raise RuntimeError(f"no VmRSS for pid {pid}")
 
 
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process so far."""
+def cpu_times(pid: int) -> tuple[float, float]:
+    """User and system CPU seconds of a process so far."""
     with open(f"/proc/{pid}/stat") as stat:
         fields = stat.read().rpartition(")")[2].split()
-    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+    return int(fields[11]) / CLK_TCK, int(fields[12]) / CLK_TCK
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far."""
+    return sum(cpu_times(pid))
 
 
 class CpuMeter:
-    """CPU used by a process over a wall-clock window, as a percentage of one core."""
+    """CPU used by one or more processes (summed) over a wall-clock window."""
 
-    def __init__(self, pid: int) -> None:
-        self.pid = pid
-        self.cpu0 = cpu_seconds(pid)
+    def __init__(self, *pids: int) -> None:
+        self.pids = pids
+        self.times0 = self._times()
         self.wall0 = time.perf_counter()
 
+    def _times(self) -> tuple[float, float]:
+        per_pid = [cpu_times(pid) for pid in self.pids]
+        return sum(user for user, _ in per_pid), sum(system for _, system in per_pid)
+
+    def user_system(self) -> tuple[float, float]:
+        """User and system CPU seconds since the window opened."""
+        user, system = self._times()
+        return user - self.times0[0], system - self.times0[1]
+
     def percent(self) -> float:
+        """CPU since the window opened, as a percentage of one core."""
         wall = time.perf_counter() - self.wall0
-        return 100.0 * (cpu_seconds(self.pid) - self.cpu0) / wall if wall > 0 else 0.0
+        return 100.0 * sum(self.user_system()) / wall if wall > 0 else 0.0
 
 
 # -------------------------------------------------------------- redis-benchmark
@@ -286,35 +303,61 @@ def redis_benchmark_command(port: int, requests: int, clients: int = 50, pipelin
     return cmd + list(command_args)
 
 
-def run_redis_benchmark(cmd: list[str], server_pid: int,
-                        timeout: float = 600) -> tuple[float, float, float]:
-    """Run one redis-benchmark; return (requests per second, server CPU %,
-    redis-benchmark's own CPU %). A loader near 100% means the number is
-    the loader's limit, not the server's."""
-    meter = CpuMeter(server_pid)
+@dataclass
+class BenchmarkRun:
+    """One redis-benchmark run: its rate, the servers' CPU over it (summed),
+    redis-benchmark's own CPU, and its CSV row (latencies, with Redis 6+)."""
+
+    rate: float
+    server_cpu: float            # % of one core
+    loader_cpu: float            # % of one core
+    server_user_s: float
+    server_system_s: float
+    fields: dict[str, str]
+
+
+def measure_redis_benchmark(cmd: list[str], server_pids: Sequence[int],
+                            timeout: float = 600) -> BenchmarkRun:
+    """Run one redis-benchmark, measuring the CPU of the servers `server_pids`
+    (summed) and its own. A loader near 100% means the number is the
+    loader's limit, not the server's."""
+    meter = CpuMeter(*server_pids)
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     wall = time.perf_counter() - meter.wall0
     cpu = meter.percent()
+    user, system = meter.user_system()
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     loader = 100.0 * (after.ru_utime + after.ru_stime - children.ru_utime
                       - children.ru_stime) / wall
     if done.returncode != 0:
         raise RuntimeError(f"{shlex.join(cmd)} failed ({done.returncode}): {done.stderr.strip()}")
-    return parse_rps(done.stdout), cpu, loader
+    fields = parse_csv_row(done.stdout)
+    return BenchmarkRun(float(fields["rps"]), cpu, loader, user, system, fields)
 
 
-def parse_rps(output: str) -> float:
-    """Requests per second from `redis-benchmark -q --csv` output.
+def run_redis_benchmark(cmd: list[str], server_pid: int,
+                        timeout: float = 600) -> tuple[float, float, float]:
+    """Run one redis-benchmark; return (requests per second, server CPU %,
+    redis-benchmark's own CPU %)."""
+    run = measure_redis_benchmark(cmd, [server_pid], timeout)
+    return run.rate, run.server_cpu, run.loader_cpu
 
-    Redis 6+ prints a header row ("test","rps",...) then one row per test;
-    older versions print "TEST","RPS" rows without a header. Either way the
-    rate is the second column of the first row that is not the header.
+
+def parse_csv_row(output: str) -> dict[str, str]:
+    """The first test's row of `redis-benchmark -q --csv` output, by column.
+
+    Redis 6+ prints a header row ("test","rps","avg_latency_ms",...) then one
+    row per test; older versions print "TEST","RPS" rows without a header,
+    read as {"test": ..., "rps": ...}.
     """
-    for row in csv.reader(io.StringIO(output)):
-        if len(row) >= 2 and row[0] != "test":
-            return float(row[1])
-    raise RuntimeError(f"no requests-per-second in redis-benchmark output: {output!r}")
+    rows = [row for row in csv.reader(io.StringIO(output)) if len(row) >= 2]
+    header = ["test", "rps"]
+    if rows and rows[0][0] == "test":
+        header, rows = rows[0], rows[1:]
+    if not rows:
+        raise RuntimeError(f"no requests-per-second in redis-benchmark output: {output!r}")
+    return dict(zip(header, rows[0]))
 
 
 # ------------------------------------------------------------ asyncio RESP client
@@ -507,11 +550,15 @@ def _first_line(cmd: list[str]) -> str:
         return f"unavailable ({error})"
 
 
-def require_tools(tools: Sequence[str] = (REDIS_SERVER, REDIS_BENCHMARK)) -> None:
+REDIS_HINT = " (Debian: apt-get install redis-tools redis-server)"
+
+
+def require_tools(tools: Sequence[str] = (REDIS_SERVER, REDIS_BENCHMARK),
+                  hint: str = REDIS_HINT) -> None:
+    """Exit, naming them, if any of `tools` is not on PATH."""
     missing = [tool for tool in tools if shutil.which(tool) is None]
     if missing:
-        sys.exit(f"missing on PATH: {', '.join(missing)} (Debian: apt-get install redis-tools "
-                 f"redis-server)")
+        sys.exit(f"missing on PATH: {', '.join(missing)}{hint}")
 
 
 def print_header(title: str, pinning: Pinning | None = None,
