@@ -18,6 +18,7 @@ import pytest
 from disque_py.base.errors import NoReplError
 from disque_py.formats import bus as msg
 from disque_py.node.healing import HEAL_FALLBACK_MS, HEAL_JOBS_PER_PERIOD, HEAL_PERIOD_MS
+from disque_py.node.replication import ABANDONED_IDS_MAX, ABANDONED_REFUSE_MS
 from disque_py.engine import ACKED
 from tests.unit.simnet import SimNet
 from tests.engine.commands import ack_jobs
@@ -527,3 +528,19 @@ def test_a_heal_reaching_a_holder_after_the_abandon_makes_no_copy_there():
     assert net.nodes[2].lookup(job.id) is None
     assert not [m for m in net.sent if m.kind == msg.GOTJOB and m.src == 2
                 and m.at >= net.clock.now_ms()]
+
+
+def test_a_failed_addjobs_id_is_refused_a_while_and_for_a_bounded_number_of_ids():
+    net, job, ends = stopped_holder_flagged_just_before_the_end("times out")
+    producer = net.nodes[0]
+    assert job.id in producer.abandoned
+    replication = producer.replication
+    for i in range(ABANDONED_IDS_MAX):
+        replication.refuse_copies(b"%040d" % i)
+    assert len(producer.abandoned) == ABANDONED_IDS_MAX and job.id not in producer.abandoned
+    net.run_for(ABANDONED_REFUSE_MS)
+    assert not producer.abandoned
+    # Past that time, a REPLJOB makes a copy again.
+    net.call(0, "healing.on_repljob", net.ids[1], msg.MSG_NOREPLY,
+             [producer.job_bytes(job, net.clock.now_ms() // 1000, net.ids[1])])
+    assert producer.lookup(job.id) is not None
