@@ -82,6 +82,7 @@ MSG_DEAD = 8          # QUEUED: it went to its dead-letter queue (older nodes ig
 MSG_REVISED = 16      # REPLJOB: the job changed (QREQUEUE): update the copy (ditto)
 MSG_ABANDONED = 32    # DELJOB: its ADDJOB failed: forget its DEDUP key too (ditto)
 MSG_PROMISED = 32     # REPLJOB: its ID answered a duplicate ADDJOB: keep it (ditto)
+MSG_KEPT = 64         # REPLJOB: a promised job: taken even where its ADDJOB failed (ditto)
 
 _NODE_ID = re.compile(rb"[0-9a-f]{40}\Z")
 # A whole block of (job ID, u32 aux) items, checked in one match.

@@ -80,12 +80,18 @@ class Acks:
         self.core.on_gotack(sender, mflags, job_id, known)
 
     def on_deljob(self, sender: bytes, mflags: int, job_id: bytes, aux: int) -> None:
+        """DELJOB: delete the copy. Flagged MSG_ABANDONED (its ADDJOB
+        failed): forget its DEDUP key too, and refuse the copies still in
+        flight (replication.py); but a copy promised to a duplicate ADDJOB
+        stays."""
         core = self.core
         job = core.jobs.get(job_id)
-        if job is not None:
-            if mflags & msg.MSG_ABANDONED:
-                if job.flags & FLAG_PROMISED and job.state != ACKED:
-                    self.replication.keep_promised(job)
-                    return
+        if mflags & msg.MSG_ABANDONED:
+            if job is not None and job.flags & FLAG_PROMISED and job.state != ACKED:
+                self.replication.keep_promised(job)
+                return
+            self.replication.refuse_copies(job_id)
+            if job is not None:
                 core.forget_dedup(job)
+        if job is not None:
             core.unregister(job)

@@ -190,6 +190,8 @@ class Node(NodeCore):
             replication.tick(now)
         if replication.confirming:
             replication.tick_promises(now)
+        if self.abandoned:
+            replication.expire_abandoned(now)
         dedup_due = self.dedup.next_due()
         if dedup_due is not None and dedup_due <= now:
             self.used_memory -= self.dedup.expire(now, limit)

@@ -15,9 +15,21 @@ it goes away, or the job expires, the job is deleted here and DELJOB is
 sent to every node that may have got a copy (best effort), flagged
 MSG_ABANDONED so that they forget its DEDUP key with it. An ADDJOB with the
 same DEDUP key meanwhile follows the first: it gets the same answer.
+
+A copy can be in flight to this node or a holder when the job is deleted
+there: a holder that heals the job (healing.py) when another holder fails
+sends REPLJOB to every holder it lists, and that frame crosses the DELJOB.
+So each node that deletes a job for a failed ADDJOB remembers its ID for
+ABANDONED_REFUSE_MS and makes no copy of it meanwhile (copies.pxi), unless
+the copy is flagged MSG_KEPT: the job was promised to a duplicate ADDJOB
+(DEDUP), so it lives on, and healing copies it back (keep_promised). Only
+a failed ADDJOB's ID is remembered, so no job whose ADDJOB succeeded is
+ever refused.
 """
 
 from __future__ import annotations
+
+from collections import deque
 
 from disque_py.base.errors import NoReplError
 from disque_py.base.replies import FIRST_ADD_GONE, REMOVED_BEFORE_COPIES, TIMEOUT_BEFORE_COPIES
@@ -28,6 +40,10 @@ from disque_py.node.waiters import DUPLICATE_ADD, JOB_REPLICATION, Waiter
 
 REPLICATION_RETRY_MS = 50
 RTT_RETRY_FACTOR = 4          # retry once a job waited this many recent round trips
+# A copy crossing a failed ADDJOB's DELJOB is refused this long: a few
+# (default) node timeouts, far longer than any frame stays in flight ...
+ABANDONED_REFUSE_MS = 60_000
+ABANDONED_IDS_MAX = 65_536    # ... and for that many IDs at most (the oldest go first)
 
 
 class Replication:
@@ -44,6 +60,7 @@ class Replication:
         self.confirming: dict = {}               # copies promised to duplicate ADDJOBs: job -> extra
         # A producer's waiter is on no structure of its own: the job's extra
         # record holds it, and copies_achieved (copies.pxi) or abandon() take it off.
+        self._abandoned_order: deque = deque()   # (until, job ID) of core.abandoned, oldest first
         parking.owns(JOB_REPLICATION, None, cancel=self._producer_gone)
         parking.owns(DUPLICATE_ADD, self.forget_follower)
 
@@ -100,6 +117,7 @@ class Replication:
             core.send_to(job.delivered, msg.DELJOB, (job.id, 0), msg.MSG_ABANDONED)
             core.forget_dedup(job)
             core.unregister(job)
+            self.refuse_copies(job.id)
         if waiter is not None:
             if outcome is None:
                 self.parking.forget(waiter)
@@ -115,6 +133,28 @@ class Replication:
         have counted this copy."""
         for job in list(self.replicating):
             self.abandon(job, outcome, keep_promised=True)
+
+    def refuse_copies(self, job_id: bytes) -> None:
+        """The job's ADDJOB failed and its copy here is gone: a REPLJOB not
+        flagged MSG_KEPT makes none again for ABANDONED_REFUSE_MS."""
+        abandoned, order = self.core.abandoned, self._abandoned_order
+        until = self.core.clock.now_ms() + ABANDONED_REFUSE_MS
+        abandoned[job_id] = until
+        order.append((until, job_id))
+        while len(order) > ABANDONED_IDS_MAX:
+            self._forget_oldest_abandoned()
+
+    def expire_abandoned(self, now: int) -> None:
+        """Forget the failed ADDJOBs' IDs whose time is up."""
+        order = self._abandoned_order
+        while order and order[0][0] <= now:
+            self._forget_oldest_abandoned()
+
+    def _forget_oldest_abandoned(self) -> None:
+        until, job_id = self._abandoned_order.popleft()
+        abandoned = self.core.abandoned
+        if abandoned.get(job_id) == until:      # not remembered again since
+            del abandoned[job_id]
 
     def _producer_gone(self, waiter: Waiter) -> None:
         """The client of a waiting ADDJOB went away (Parking.cancel)."""

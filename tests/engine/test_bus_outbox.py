@@ -216,10 +216,6 @@ def test_a_forgotten_peer_gets_nothing_of_what_was_sent_before():
     assert frames == 1 and decoded_items(data) == [(msg.WORKING, 0, (JOB_ID, 0))] * 2
 
 
-@pytest.mark.xfail(strict=True, reason="frames.pxi's add opens the item's frame before "
-                   "_put_item checks the item: a refused item leaves its frame behind, "
-                   "empty (a job or job-ID kind) or without its body (NEEDJOBS, PAUSE: "
-                   "the receiver refuses it as BadFrame and closes the link)")
 @pytest.mark.parametrize("kind, item, error", [
     (msg.NEEDJOBS, msg.QueueOp(b"q", -1), OverflowError),
     (msg.PAUSE, msg.QueueOp(b"q", 1 << 32), OverflowError),

@@ -347,6 +347,33 @@ def test_a_promised_copy_outlives_an_abandoned_deljob():
     assert len(net.copies(job.id)) == 3               # and copied back to the producer
 
 
+def test_a_promised_job_is_copied_back_to_the_nodes_that_refuse_copies_of_its_failed_addjob():
+    """The producer and a holder the promise round missed delete the job
+    when its ADDJOB fails, and then refuse copies still in flight (a heal
+    that crossed the DELJOB would outlive the job); the holder that
+    promised the job keeps it, and its copies, flagged MSG_KEPT, are taken."""
+    net = SimNet(3, seed=17)
+    net.drop_rule = lambda m: m.kind == msg.GOTJOB and m.dst == 0
+    job = net.add_job(0, repl=3, client="first", dedup_key=b"k")
+    assert net.run_until(lambda: all(node.lookup(job.id) for node in net.nodes[1:]), 100)
+    net.add_job(1, repl=2, client="retry", timeout_ms=5000, dedup_key=b"k")
+    assert net.run_until(lambda: "retry" in net.unblocked, 1000)
+    assert net.unblocked["retry"] == [job.id]
+    for i in (0, 2):
+        net.nodes[i].lookup(job.id).flags &= ~FLAG_PROMISED   # as if the round missed it
+    producer = net.nodes[0]
+    stale = producer.job_bytes(producer.lookup(job.id), net.clock.now_ms() // 1000, net.ids[2])
+    net.call(0, "parking.cancel", producer.more(job).waiter)
+    assert producer.lookup(job.id) is None
+    assert net.run_until(lambda: net.nodes[2].lookup(job.id) is None, 10)   # its DELJOB
+    net.call(2, "healing.on_repljob", net.ids[0], 0, [stale])
+    assert net.nodes[2].lookup(job.id) is None       # refused: its ADDJOB failed
+    assert net.run_until(lambda: len(net.copies(job.id)) == 3, 1000)
+    kept = [m for m in net.delivered if m.kind == msg.REPLJOB and m.src == 1]
+    assert kept and all(m.mflags & msg.MSG_KEPT for m in kept)
+    assert all(job.id in net.nodes[i].abandoned for i in (0, 2))
+
+
 def test_holders_keeping_an_abandoned_job_list_only_nodes_with_a_copy():
     """The simulation's seed 4311: the producer gave up on a job whose ID
     was promised to a duplicate, and a REPLJOB it sent before (in flight

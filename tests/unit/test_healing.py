@@ -13,8 +13,12 @@ from __future__ import annotations
 import itertools
 from collections import Counter
 
+import pytest
+
+from disque_py.base.errors import NoReplError
 from disque_py.formats import bus as msg
 from disque_py.node.healing import HEAL_FALLBACK_MS, HEAL_JOBS_PER_PERIOD, HEAL_PERIOD_MS
+from disque_py.node.replication import ABANDONED_IDS_MAX, ABANDONED_REFUSE_MS
 from disque_py.engine import ACKED
 from tests.unit.simnet import SimNet
 from tests.engine.commands import ack_jobs
@@ -458,3 +462,85 @@ def test_a_watcher_acts_at_once_when_the_first_in_line_loses_its_link():
     assert net.run_until(lambda: net.nodes[wiped].lookup(job.id) is not None,
                          HEAL_DEADLINE_MS)
     assert {m.src for m in repljobs_since(net, t0, job.id)} == {watcher}
+
+
+# ------------------------------------------------------------------ a heal crossing an abandon
+
+CROSSING_LATENCY_MS = 50          # a loaded machine: longer than the heal's lead
+
+
+def stopped_holder_flagged_just_before_the_end(outcome: str, seed: int = 2):
+    """Node 0 adds a job (REPLICATE 3); node 2 stops (never answers), and
+    is flagged FAIL 10 ms before the ADDJOB ends: the job `outcome`
+    ("expires": TTL 1, as tests/cluster/test_02_replication.py's
+    expiring job; "times out": the ADDJOB's timeout). Node 1, first in the
+    job's order, heals it at once; the frames are slow (a loaded machine),
+    so its REPLJOB to node 0 and node 0's DELJOB to it cross. Returns the
+    network, the job and the time the ADDJOB ended."""
+    net = SimNet(3, seed=seed, failure_detection=True)
+    net.drop_rule = lambda m: m.dst == 2
+    if outcome == "expires":
+        job = net.add_job(0, repl=3, client="producer", ttl=1, timeout_ms=8000)
+        ends = job.etime * 1000 + 1000              # its first awake time past the TTL
+    else:
+        job = net.add_job(0, repl=3, client="producer", timeout_ms=1000)
+        ends = net.clock.now_ms() + 1000
+    assert net.run_until(lambda: net.nodes[1].lookup(job.id) is not None, 100)
+    net.fail_delay_ms = ends - net.clock.now_ms() - 10
+    net.crash(2)
+    net.latency_ms = CROSSING_LATENCY_MS
+    assert net.run_until(lambda: "producer" in net.unblocked, ends - net.clock.now_ms() + 10)
+    return net, job, ends
+
+
+@pytest.mark.parametrize("outcome", ["expires", "times out"])
+def test_a_heal_crossing_its_producers_abandon_brings_no_copy_back(outcome):
+    # The flake of test_a_job_expiring_before_its_copies_exist_gets_norepl_job_removed:
+    # the producer answered NOREPL, then adopted the heal's copy of the job
+    # it had just deleted (and, had the ADDJOB timed out, queued it later).
+    net, job, ends = stopped_holder_flagged_just_before_the_end(outcome)
+    (answer,) = net.unblocked["producer"]
+    assert isinstance(answer, NoReplError)
+    heal = [m for m in repljobs_since(net, ends - 10, job.id) if m.src == 1 and m.dst == 0]
+    assert heal and heal[0].at < ends, "node 1 healed before the ADDJOB ended (precondition)"
+    assert net.nodes[0].lookup(job.id) is None
+    net.run_for(2 * CROSSING_LATENCY_MS)            # the heal arrives, then the DELJOB
+    assert net.copies(job.id) == {}
+    assert not [m for m in net.sent if m.kind == msg.GOTJOB and m.at >= ends]
+    net.run_for(1000)
+    assert net.copies(job.id) == {}
+
+
+def test_a_heal_reaching_a_holder_after_the_abandon_makes_no_copy_there():
+    # Node 2 got the producer's DELJOB (flagged MSG_ABANDONED) before node
+    # 1's heal, sent before node 1 got its own: a copy there would outlive
+    # the job everywhere else.
+    net = SimNet(4, seed=2, failure_detection=True)
+    net.drop_rule = lambda m: m.dst == 3
+    job = net.add_job(0, repl=4, client="producer", timeout_ms=1000)
+    assert net.run_until(lambda: all(net.nodes[i].lookup(job.id) for i in (1, 2)), 100)
+    heal = net.nodes[1].job_bytes(net.nodes[1].lookup(job.id), net.clock.now_ms() // 1000,
+                                  net.ids[2])
+    assert net.run_until(lambda: "producer" in net.unblocked, 1100)
+    assert net.run_until(lambda: not net.copies(job.id), 100)
+    net.call(2, "healing.on_repljob", net.ids[1], msg.MSG_NOREPLY, [heal])
+    net.call(2, "healing.on_repljob", net.ids[1], 0, [heal])
+    assert net.nodes[2].lookup(job.id) is None
+    assert not [m for m in net.sent if m.kind == msg.GOTJOB and m.src == 2
+                and m.at >= net.clock.now_ms()]
+
+
+def test_a_failed_addjobs_id_is_refused_a_while_and_for_a_bounded_number_of_ids():
+    net, job, ends = stopped_holder_flagged_just_before_the_end("times out")
+    producer = net.nodes[0]
+    assert job.id in producer.abandoned
+    replication = producer.replication
+    for i in range(ABANDONED_IDS_MAX):
+        replication.refuse_copies(b"%040d" % i)
+    assert len(producer.abandoned) == ABANDONED_IDS_MAX and job.id not in producer.abandoned
+    net.run_for(ABANDONED_REFUSE_MS)
+    assert not producer.abandoned
+    # Past that time, a REPLJOB makes a copy again.
+    net.call(0, "healing.on_repljob", net.ids[1], msg.MSG_NOREPLY,
+             [producer.job_bytes(job, net.clock.now_ms() // 1000, net.ids[1])])
+    assert producer.lookup(job.id) is not None

@@ -8,8 +8,8 @@
 # around them (waiting for copies, asking one more node, giving up,
 # queueing once the copies exist) stays in Python there.
 
-from disque_py.formats.bus import (GOTJOB, MSG_NOREPLY, MSG_PROMISED, MSG_RESENT, MSG_REVISED,
-                                   REPLJOB)
+from disque_py.formats.bus import (GOTJOB, MSG_KEPT, MSG_NOREPLY, MSG_PROMISED, MSG_RESENT,
+                                   MSG_REVISED, REPLJOB)
 
 cdef enum:
     RTT_SMOOTHING = 8              # the round trip is an average over about that many copies
@@ -21,11 +21,13 @@ cdef int64_t copies_replicate(NodeCore node, Job job, int64_t count, bint norepl
     peers, and (re)send REPLJOB to every holder that has not confirmed
     (`promised`: flagged MSG_PROMISED; `only`: to those holders alone,
     flagged MSG_RESENT, so that its receivers do not take the frame for a
-    copy sent to every holder it lists). Returns how many holders were added."""
+    copy sent to every holder it lists). A promised job's copies are
+    flagged MSG_KEPT: it lives on where its ADDJOB failed. Returns how many
+    holders were added."""
     cdef tuple delivered = <tuple>job.delivered_
     cdef int64_t added = 0
     cdef int mflags = (MSG_NOREPLY if noreply else 0) | (MSG_PROMISED if promised else 0) | \
-        (MSG_RESENT if only is not None else 0)
+        (MSG_RESENT if only is not None else 0) | (MSG_KEPT if job.flags & FLAG_PROMISED else 0)
     if count > 0:
         candidates = [peer for peer in node.reachable if peer not in delivered]
         if len(candidates) > count:
@@ -143,6 +145,10 @@ cdef bint copies_take_one(NodeCore node, bytes sender, int mflags, const char* d
     elif not take_new or mflags & MSG_PROMISED:
         return True     # a promise round confirms copies; it never makes one:
                         # this node may have collected the job after its ack
+    elif node.abandoned and not mflags & MSG_KEPT and \
+            PyBytes_FromStringAndSize(wire.id, JOB_ID_LEN) in node.abandoned:
+        return True     # its ADDJOB failed and this node deleted it: a copy
+                        # sent before its sender heard so would outlive it
     else:
         name = PyBytes_FromStringAndSize(wire.queue, wire.queue_len)
         q = node.queues.get(name)

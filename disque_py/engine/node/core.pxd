@@ -78,6 +78,8 @@ cdef class NodeCore:
     cdef public bint watch_jobs            # a WAITJOB is parked: job_done matters
     cdef public bint watch_queues          # a QWAIT is parked: job_live/done/moved matter
     cdef public bint pattern_waiting       # a GETJOB PATTERN is parked: every enqueue is news
+    cdef public dict abandoned             # IDs of jobs whose ADDJOB failed -> until when a
+                                           # REPLJOB makes no copy of them (copies.pxi)
 
     cdef int64_t now_ms(self) except? -1
     cdef int64_t jitter(self, int64_t spread_ms) noexcept

@@ -68,6 +68,7 @@ cdef class NodeCore:
         self.extras = {}
         self.ready = {}
         self.options_readers = {}
+        self.abandoned = {}
         self.repl_rtt_by_peer = {}
         self.heal_marks = {}
         self.replicating = {}
