@@ -87,7 +87,7 @@ holder; the pass reads every job once per loss.
 
 The node stays pure: the cluster view comes through Node.set_cluster_view
 and view() here, time from the node's clock, and every
-copy leaves as ToPeer effects.
+copy leaves through the node's messages to peers (engine/node/outbox.pxi).
 """
 
 from __future__ import annotations

@@ -13,8 +13,9 @@ Rules kept:
     written before it started, so the number of fsyncs per second stays
     bounded while throughput grows with the number of clients. everysec
     fsyncs once a second (a power cut may lose that second); no never
-    does. Connections' replies wait in the engine (held_gen); other
-    waiters (the bus's confirmations) register a callback (hold_reply).
+    does. Connections' replies and the bus's confirmations wait in the
+    engine (held_gen; net/frames.pxi); a caller may register a callback
+    (hold_reply).
   * Space is reserved ahead (fallocate), so a full disk shows up as
     "not accepting" before a job is accepted, never as half a record. A
     write that fails anyway is truncated back to the last whole record.
