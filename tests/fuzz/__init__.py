@@ -21,7 +21,10 @@ finding):
               engine/model/wire.pxi): a message or BadFrame; a message
               encodes back to the same bytes; a node takes any message
               without an exception; a job's wire bytes parse or are a
-              ValueError, and what parses packs and parses to the same.
+              ValueError, and what parses packs and parses to the same;
+              the link's compiled fast path (engine/net/link.pxi) takes
+              only frames the codec accepts and hands every other one to
+              Python whole.
   aof         an AOF file (persistence/aof_format.py, Disque's format in
               disque_aof.py) replayed into a node as the server loads it
               (LOADJOB, DELJOB, DEDUP): records or AofDamage at a record
