@@ -14,8 +14,8 @@ Rules kept:
     bounded while throughput grows with the number of clients. everysec
     fsyncs once a second (a power cut may lose that second); no never
     does. Connections' replies and the bus's confirmations wait in the
-    engine (held_gen; net/frames.pxi); a caller may register a callback
-    (hold_reply).
+    engine (held_gen; net/frames.pxi), released by on_released and
+    failed by on_failed.
   * Space is reserved ahead (fallocate), so a full disk shows up as
     "not accepting" before a job is accepted, never as half a record. A
     write that fails anyway is truncated back to the last whole record.
@@ -140,7 +140,6 @@ class AofWriter:
         # its retry); replies need not wait for those up to log.released_gen.
         self.synced_gen = 0           # batches covered by a finished fsync
         self._fsync_running = False
-        self._waiting: dict[int, list] = {}
         self._background = ThreadPoolExecutor(1, thread_name_prefix="aof-fsync")
         self.last_write_ok = True
         self.last_error = ""
@@ -248,19 +247,6 @@ class AofWriter:
         self._accepting = accepting
         self.log.refusing = not accepting     # the bus's confirmations (net/frames.pxi)
 
-    def hold_reply(self, callback) -> bool:
-        """Run callback(ok, reason) once the records a reply made now may
-        depend on are written (appendfsync always: on disk); False (call
-        nothing) if nothing needs waiting. The engine's connections wait
-        by the same rule (AofLog.reply_gen) without a callback."""
-        if self.state != ON:
-            return False
-        gen = self.log.reply_gen()
-        if not gen:
-            return False
-        self._waiting.setdefault(gen, []).append(callback)
-        return True
-
     def flush(self) -> OSError | None:
         """Write the turn's records, those of a failed write first. Returns
         the error if the write failed: the records are then kept for the
@@ -346,11 +332,9 @@ class AofWriter:
         self._release(gen)
 
     def _fail(self, first: int, last: int, reason: str) -> None:
-        """The replies waiting for batches first..last (but those released
-        already) cannot claim success: their waiters are told, and their
-        connections closed (on_failed)."""
+        """The replies and confirmations waiting for batches first..last
+        (but those released already) cannot claim success (on_failed)."""
         first = max(first, self.log.released_gen + 1)
-        self._answer(False, last, first=first)
         self.on_failed(first, last, reason)
 
     def _release(self, gen: int) -> None:
@@ -358,8 +342,6 @@ class AofWriter:
         log_ = self.log
         if gen > log_.released_gen:
             log_.released_gen = gen
-        if self._waiting:
-            self._answer(True, gen)
         self.on_released()
 
     def set_policy(self, policy: str) -> None:
@@ -368,13 +350,6 @@ class AofWriter:
         self.policy = policy
         if policy != "always":
             self._release(self.log.written_gen)
-
-    def _answer(self, ok: bool, last: int, first: int = 0) -> None:
-        """Run the callbacks of the replies waiting for batches first..last:
-        durable (ok), or not (a failed write or fsync, a closed file)."""
-        for gen in sorted(g for g in self._waiting if first <= g <= last):
-            for callback in self._waiting.pop(gen):
-                callback(ok, self.last_error)
 
     def _reserve(self, needed: int) -> None:
         """Reserve `needed` bytes past the end and RESERVE_CHUNK more, or

@@ -17,7 +17,7 @@ import pytest
 
 from disque_py.persistence import aof_format
 from disque_py.persistence import durable_report as durable_report_module
-from disque_py.persistence.aof import RESERVE_CHUNK, RESERVE_MIN, AofWriter, FileOps
+from disque_py.persistence.aof import ON, RESERVE_CHUNK, RESERVE_MIN, AofWriter, FileOps
 from disque_py.persistence.rewrite import Rewrite
 from tests.persistence.helpers import RecordSource, open_writer, parse_records, run_loop_until
 
@@ -81,6 +81,42 @@ def _not_held(ok: bool, reason: str) -> None:
     raise AssertionError("this reply should not have been held")
 
 
+class Replies:
+    """Replies that wait for the AOF as the engine's connections and bus
+    confirmations do (AofLog.reply_gen, released_gen; the writer's
+    on_released and on_failed): hold(callback) runs callback(ok, reason)
+    once the records a reply made now depends on are durable (True) or
+    cannot be (False); it returns False, calling nothing, if nothing needs
+    waiting. Made after the test sets its own on_failed (it chains it)."""
+
+    def __init__(self, writer: AofWriter) -> None:
+        self.writer = writer
+        self.waiting: list = []                # (gen, callback)
+        released, failed = writer.on_released, writer.on_failed
+
+        def on_released() -> None:
+            released()
+            self._answer(0, writer.log.released_gen, True, "")
+
+        def on_failed(first: int, last: int, reason: str) -> None:
+            self._answer(first, last, False, reason)
+            failed(first, last, reason)
+
+        writer.on_released, writer.on_failed = on_released, on_failed
+
+    def hold(self, callback) -> bool:
+        gen = self.writer.log.reply_gen() if self.writer.state == ON else 0
+        if gen:
+            self.waiting.append((gen, callback))
+        return bool(gen)
+
+    def _answer(self, first: int, last: int, ok: bool, reason: str) -> None:
+        due = [item for item in self.waiting if first <= item[0] <= last]
+        for item in due:
+            self.waiting.remove(item)
+            item[1](ok, reason)
+
+
 @pytest.mark.parametrize("policy", ["always", "everysec", "no"])
 def test_records_of_a_failed_write_go_first_in_the_next_write(writer_for, source, policy):
     writer = writer_for(policy)
@@ -110,15 +146,16 @@ def test_after_a_failed_write_only_replies_with_new_records_wait(loop, writer_fo
     writer = writer_for("always")
     outcomes, failed = [], []
     writer.on_failed = lambda first, last, reason: failed.append((first, last))
+    replies = Replies(writer)
     writer.ops.inject(errno.EIO, 1)
     a = source.note()
-    assert writer.hold_reply(lambda ok, reason: outcomes.append(("failed batch", ok)))
+    assert replies.hold(lambda ok, reason: outcomes.append(("failed batch", ok)))
     writer.flush()
     assert outcomes == [("failed batch", False)]
     assert failed == [(1, 1)], "the connections waiting for batch 1 are failed too"
-    assert not writer.hold_reply(_not_held), "a PING would wait for the failed batch"
+    assert not replies.hold(_not_held), "a PING would wait for the failed batch"
     b = source.note()
-    assert writer.hold_reply(lambda ok, reason: outcomes.append(("next batch", ok)))
+    assert replies.hold(lambda ok, reason: outcomes.append(("next batch", ok)))
     writer.flush()
     run_loop_until(loop, lambda: len(outcomes) == 2)
     assert outcomes[1] == ("next batch", True)
@@ -129,13 +166,14 @@ def test_a_failed_fsync_fails_its_replies_and_the_cron_retries_it(loop, writer_f
     writer = writer_for("always")
     writer.ops.fsync_errors = 1
     outcomes = []
+    replies = Replies(writer)
     source.note()
-    writer.hold_reply(lambda ok, reason: outcomes.append((ok, reason)))
+    replies.hold(lambda ok, reason: outcomes.append((ok, reason)))
     writer.flush()
     run_loop_until(loop, lambda: outcomes)
     assert outcomes == [(False, "Input/output error")]
     assert not writer.accepting
-    assert not writer.hold_reply(_not_held), "a PING would wait for the failed fsync"
+    assert not replies.hold(_not_held), "a PING would wait for the failed fsync"
     writer.every_second()
     run_loop_until(loop, lambda: writer.accepting)
     assert writer.ops.events.count(("fsync", writer.fd)) == 2
@@ -154,8 +192,9 @@ def test_a_replaced_file_is_closed_only_after_the_fsync_queued_on_it(loop, tmp_p
     os.write(new_fd, aof_format.HEADER)
     writer.adopt(new_fd, len(aof_format.HEADER))
     outcomes = []
+    replies = Replies(writer)
     source.note()
-    assert writer.hold_reply(lambda ok, reason: outcomes.append(ok))
+    assert replies.hold(lambda ok, reason: outcomes.append(ok))
     writer.flush()
     assert ("close", old_fd) not in ops.events
     ops.fsync_gate.set()
@@ -242,8 +281,9 @@ def test_the_durable_report_follows_fsyncs_and_precedes_their_replies(loop, writ
     inode = os.stat(writer.path).st_ino
     assert durable_report_module.read(durable_report) == (inode, len(aof_format.HEADER))
     seen_at_reply = []
+    replies = Replies(writer)
     a = source.note()
-    writer.hold_reply(lambda ok, reason: seen_at_reply.append(
+    replies.hold(lambda ok, reason: seen_at_reply.append(
         durable_report_module.read(durable_report)))
     writer.flush()
     run_loop_until(loop, lambda: seen_at_reply)
