@@ -14,16 +14,18 @@ node; a node that knows the job takes over the collection; a dummy ack
 nobody knows is dropped once every node said so. Its expire time comes
 from the TTL encoded in the ID. FASTACK and DELJOB skip the protocol.
 
-ACKJOB, FASTACK and DELJOB themselves, acknowledge() and the dummy ack are
-the engine's (engine/node/acks.pxi): a job whose only copy is here is
-deleted there at once; the collection below runs for the others (the
-engine calls try_gc through NodeHooks).
+ACKJOB, FASTACK and DELJOB themselves, acknowledge(), the dummy ack and
+the collection's steps (try_gc, SETACK, GOTACK) are the engine's
+(engine/node/acks.pxi): a job whose only copy is here is deleted there at
+once; the collection runs for the others. Here: the messages decoded in
+Python (the bus's fast path takes SETACK and GOTACK in C), DELJOB, and
+SETACKs other components send.
 """
 
 from __future__ import annotations
 
 from disque_py.formats import bus as msg
-from disque_py.engine import ACKED, FLAG_PROMISED, GC_RETRY_COUNT_MAX, Job
+from disque_py.engine import ACKED, FLAG_PROMISED, Job
 
 
 class Acks:
@@ -32,36 +34,6 @@ class Acks:
     def __init__(self, core, replication) -> None:
         self.core = core
         self.replication = replication
-
-    def try_gc(self, job: Job, from_timer: bool = False) -> None:
-        """Delete an acked job once every node that may have it confirmed;
-        otherwise (re)send SETACK to those that have not. The next attempt
-        is scheduled by the timer path (1 s after the ack, then 4, 8, ...
-        up to 3 minutes, as in Disque); a command's attempt keeps it."""
-        core = self.core
-        if job.state != ACKED:
-            return
-        if job.delivered is core._only_me:
-            core.unregister(job)     # the only copy is ours: nobody else to tell
-            return
-        extra = core.more(job)
-        if job.gc_retry < GC_RETRY_COUNT_MAX:
-            job.gc_retry += 1
-        if job in self.replication.confirming:
-            self.replication.end_promise_round(job, extra)    # its GOTJOBs are not GOTACKs
-        if extra.confirmed is None:
-            extra.confirmed = {core.id}
-        confirmed, delivered = extra.confirmed, job.delivered
-        if (delivered and all(node in confirmed for node in delivered)) \
-                or (not delivered and core.cluster_size == 1):
-            core.unregister(job)
-            return
-        targets = delivered or core.known_peers
-        for node_id in targets:
-            if node_id not in confirmed and node_id != core.id:
-                self.send_setack(node_id, job)
-        if from_timer or job.awake_due is None:
-            core.update_awake(job, core._next_gc_time(job.gc_retry))
 
     def send_setack(self, node_id: bytes, job: Job) -> None:
         self.core.send(node_id, msg.SETACK, (job.id, len(job.delivered)))

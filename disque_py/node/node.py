@@ -78,7 +78,7 @@ class Node(NodeCore):
             follow_replication=replication.follow,
             confirm_copies=replication.confirm_copies,
             promise_progress=replication.promise_progress,
-            try_gc=self.acks.try_gc,
+            end_promise_round=replication.end_promise_round,
             serve_ready=consumers.serve_ready,
             block=consumers.block,
             block_pattern=consumers.block_pattern,
@@ -230,7 +230,7 @@ class Node(NodeCore):
                 job.flags |= FLAG_BCAST_WILLQUEUE
                 job.qtime = self.retry_time(job, now)
         elif state == ACKED:
-            self.acks.try_gc(job, from_timer=True)
+            self.try_gc(job, from_timer=True)
             return
         if job.awake_due is None:
             self.update_awake(job)

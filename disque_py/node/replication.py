@@ -57,7 +57,7 @@ class Replication:
         # Jobs whose producer awaits copies, by last ask: the engine's
         # copies_achieved (copies.pxi) takes a job off when its copies exist.
         self.replicating: dict[Job, None] = core.replicating
-        self.confirming: dict = {}               # copies promised to duplicate ADDJOBs: job -> extra
+        self.confirming: dict = core.confirming  # copies promised to duplicate ADDJOBs: job -> extra
         # A producer's waiter is on no structure of its own: the job's extra
         # record holds it, and copies_achieved (copies.pxi) or abandon() take it off.
         self._abandoned_order: deque = deque()   # (until, job ID) of core.abandoned, oldest first

@@ -118,8 +118,8 @@ def test_every_hook_is_given_when_the_hooks_are_built():
     slots = dict.fromkeys(NodeHooks.slot_names(), print)
     NodeHooks(**slots)
     missing = dict(slots)
-    del missing["try_gc"]
-    with pytest.raises(TypeError, match="try_gc"):
+    del missing["end_promise_round"]
+    with pytest.raises(TypeError, match="end_promise_round"):
         NodeHooks(**missing)
     with pytest.raises(TypeError, match="no_such_hook"):
         NodeHooks(**slots, no_such_hook=print)

@@ -334,8 +334,9 @@ def test_a_repljob_reaches_on_frame_while_healing_watches_jobs(pair):
     assert_holder_unchanged(pair)
 
 
-# The message types the fast path takes (engine/net/link.pxi).
-FAST_KINDS = (msg.REPLJOB, msg.GOTJOB, msg.SETACK, msg.GOTACK)
+# The message types the fast path takes (engine/net/link.pxi; DELJOB unless
+# flagged MSG_ABANDONED, which these frames are not).
+FAST_KINDS = (msg.REPLJOB, msg.GOTJOB, msg.SETACK, msg.GOTACK, msg.DELJOB)
 
 
 def other_messages(pair: Pair) -> list[bytes]:

@@ -10,12 +10,12 @@
 # two ways:
 #   * the fast path, when the link is `fast` (trusted, past any handshake:
 #     BusLink opens it) and the frame is a well-formed REPLJOB, GOTJOB,
-#     SETACK or GOTACK from a known peer (not this node, not a node in
-#     handshake; the peer the link authenticated as, if it did): the copy
-#     is made straight from the frame's bytes and a GOTJOB counts its
-#     copies (copies.pxi), SETACK and GOTACK run the ack collection
-#     (acks.pxi), and the answers leave through the node's BusOutbox
-#     (frames.pxi);
+#     SETACK, GOTACK or DELJOB (not one of an abandoned ADDJOB) from a
+#     known peer (not this node, not a node in handshake; the peer the
+#     link authenticated as, if it did): the copy is made straight from
+#     the frame's bytes and a GOTJOB counts its copies (copies.pxi),
+#     SETACK, GOTACK and DELJOB run the ack collection (acks.pxi), and the
+#     answers leave through the node's BusOutbox (frames.pxi);
 #   * on_frame(payload) otherwise: BusLink's Python path (handshakes,
 #     membership, the other job messages, and every frame the fast path
 #     would refuse: it reaches Python unchanged, and is decoded, refused
@@ -37,7 +37,7 @@ cdef tuple LINK_HOOKS = ("on_frame", "refuse_length", "fast_frames_done")
 
 cdef bint _take_id_items(NodeCore node, bytes sender, int kind, const char* body,
                          Py_ssize_t size) except -1:
-    """A GOTJOB, SETACK or GOTACK frame's body: a count, then (job ID,
+    """A GOTJOB, SETACK, GOTACK or DELJOB frame's body: a count, then (job ID,
     u32) items, every ID well formed (checked whole first; False, nothing
     applied, if not, as formats/bus.py's decode refuses it)."""
     cdef uint32_t count, i
@@ -58,6 +58,10 @@ cdef bint _take_id_items(NodeCore node, bytes sender, int kind, const char* body
                 copies_confirmed(node, sender, <Job>job)
         elif kind == KIND_SETACK:
             acks_on_setack(node, sender, item, get_u32(item + JOB_ID_LEN))
+        elif kind == KIND_DELJOB:
+            job = node.jobs.find(item)
+            if job is not None:
+                node.unregister(<Job>job)     # every copy is acked: this one goes
         else:
             acks_on_gotack(node, sender, item, get_u32(item + JOB_ID_LEN))
     return True
@@ -160,6 +164,9 @@ cdef class LinkBase:
             if (PyDict_Size(self.core.heal_marks) or PyDict_Size(self.core.heal_watch)) \
                     and not mflags & FLAG_PROMISED_COPY:
                 return False              # healing looks at the copies (node/healing.py)
+        elif kind == KIND_DELJOB:
+            if mflags & FLAG_ABANDONED_ADD:
+                return False              # its DEDUP key and promises: node/acks.py
         elif kind != KIND_GOTJOB and kind != KIND_SETACK and kind != KIND_GOTACK:
             return False
         sender = self._known_sender(payload + 10)

@@ -12,3 +12,4 @@ cdef int acks_on_setack(NodeCore node, bytes sender, const char* job_id,
                         int64_t may_have) except -1
 cdef int acks_on_gotack(NodeCore node, bytes sender, const char* job_id,
                         int64_t known) except -1
+cdef int acks_try_gc(NodeCore node, Job job, bint from_timer) except -1

@@ -2,9 +2,9 @@
 # an ACKJOB of an unknown ID leaves in a cluster.
 #
 # A job whose only copy is here is acked and deleted at once; a job with
-# other holders moves to the acked state here and its collection (SETACK,
-# GOTACK, DELJOB to every holder) is the node layer's: NodeHooks.try_gc
-# (node/acks.py). An ACKJOB of an unknown at-least-once ID, in a cluster,
+# other holders moves to the acked state here and its collection starts
+# (acks_try_gc: SETACK, GOTACK, DELJOB to every holder; node/acks.py says
+# how it goes). An ACKJOB of an unknown at-least-once ID, in a cluster,
 # leaves a dummy ack (an acked job with no body and no known holders, that
 # expires when the TTL its ID encodes ends), so the ack can reach a copy on
 # the other side of a partition.
@@ -14,7 +14,7 @@
 # the bus's fast path takes them straight from a frame (net/link.pxi),
 # and node/acks.py routes the decoded ones here.
 
-from disque_py.formats.bus import DELJOB, GOTACK as MSG_GOTACK
+from disque_py.formats.bus import DELJOB, GOTACK as MSG_GOTACK, SETACK as MSG_SETACK
 
 
 cdef int64_t ack_views(NodeCore node, ArgView* ids, Py_ssize_t count) except -1:
@@ -31,7 +31,7 @@ cdef int ack_one(NodeCore node, const char* job_id) except -1:
     job = node.jobs.find(job_id)
     if job is None:
         if node.cluster_size > 1 and not node.leaving and not _at_most_once(job_id):
-            node.hooks.try_gc(dummy_ack(node, job_id))
+            acks_try_gc(node, dummy_ack(node, job_id), False)
         return 0
     if job.delivered_ == <PyObject*>node._only_me and job.state != WAIT_REPL:
         # The only copy is ours: acked and collected at once, as the
@@ -49,7 +49,7 @@ cdef int ack_one(NodeCore node, const char* job_id) except -1:
     if job.delivered_ == <PyObject*>node._only_me:
         node.unregister(job, GONE_ACKED)   # the only copy is ours: nobody else to tell
     else:
-        node.hooks.try_gc(job)
+        acks_try_gc(node, job, False)
     return newly
 
 
@@ -159,7 +159,7 @@ cdef int acks_on_setack(NodeCore node, bytes sender, const char* job_id,
         return 0
     if may_have == 0:
         send_to_peer(node, sender, MSG_GOTACK, (job.id, 1), 0)
-    node.hooks.try_gc(job)
+    acks_try_gc(node, job, False)
     return 0
 
 
@@ -197,4 +197,43 @@ cdef int acks_on_gotack(NodeCore node, bytes sender, const char* job_id,
             return 0
     send_to_peers(node, job.delivered, DELJOB, (job.id, 0), 0)
     node.unregister(job)
+    return 0
+
+
+cdef int acks_try_gc(NodeCore node, Job job, bint from_timer) except -1:
+    """Delete an acked job once every node that may have it confirmed;
+    otherwise (re)send SETACK to those that have not. The next attempt is
+    scheduled by the timer path (1 s after the ack, then 4, 8, ... up to 3
+    minutes, as in Disque); a command's attempt keeps it."""
+    cdef tuple delivered
+    if job.state != ACKED:
+        return 0
+    if job.delivered_ == <PyObject*>node._only_me:
+        node.unregister(job)           # the only copy is ours: nobody else to tell
+        return 0
+    extra = node_extra(node, job)
+    if job.gc_retry < GC_RETRY_COUNT_MAX:
+        job.gc_retry += 1
+    if node.confirming and job in node.confirming:
+        node.hooks.end_promise_round(job, extra)    # its GOTJOBs are not GOTACKs
+    if extra.confirmed is None:
+        extra.confirmed = {node.id}
+    confirmed = extra.confirmed
+    delivered = <tuple>job.delivered_
+    if delivered:
+        for holder in delivered:
+            if holder not in confirmed:
+                break
+        else:
+            node.unregister(job)
+            return 0
+    elif node.cluster_size == 1:
+        node.unregister(job)
+        return 0
+    me = node.id
+    for node_id in (delivered or node.known_peers):
+        if node_id not in confirmed and node_id != me:
+            send_to_peer(node, node_id, MSG_SETACK, (job.id, len(delivered)), 0)
+    if from_timer or job.awake_bucket == NULL:
+        node.update_awake(job, node._next_gc_time(job.gc_retry))
     return 0

@@ -68,6 +68,7 @@ cdef class NodeCore:
     cdef public dict options_readers       # peer -> the older options block it reads
     cdef public object parking             # the node layer's Parking (parking.pxi)
     cdef public dict replicating           # jobs whose producer awaits copies (node/replication.py)
+    cdef public dict confirming            # jobs in a promise round (node/replication.py)
     cdef public dict heal_marks            # healing's jobs with holders to heal and ...
     cdef public dict heal_watch            # ... jobs it watches: while any, REPLJOBs go to it
     cdef public BusOutbox bus_out          # frames to peers (net/frames.pxi); None: ToPeer effects

@@ -72,6 +72,7 @@ cdef class NodeCore:
         self.repl_rtt_by_peer = {}
         self.heal_marks = {}
         self.replicating = {}
+        self.confirming = {}
         self.heal_watch = {}
         self.dedup = DedupTable()
         self.hooks = NodeHooks.unwired()
@@ -461,6 +462,10 @@ cdef class NodeCore:
 
     def on_gotjob(self, bytes sender, int mflags, bytes job_id, aux):
         copies_on_gotjob(self, sender, job_id)
+
+    def try_gc(self, Job job, bint from_timer=False):
+        """An acked job's collection: delete it, or (re)send SETACK (acks.pxi)."""
+        acks_try_gc(self, job, from_timer)
 
     def on_setack(self, bytes sender, int mflags, bytes job_id, int64_t may_have):
         if PyBytes_GET_SIZE(job_id) == JOB_ID_LEN:

@@ -10,8 +10,7 @@ cdef class NodeHooks:
     cdef readonly object follow_replication    # (job, client, deadline_ms) -> Waiter
     cdef readonly object confirm_copies        # (job, client, deadline_ms, copies) -> Waiter
     cdef readonly object promise_progress      # (job, extra)
-    # Ack collection (node/acks.py)
-    cdef readonly object try_gc                # (job)
+    cdef readonly object end_promise_round     # (job, extra)
     # Parked consumers (node/consumers.py)
     cdef readonly object serve_ready           # ()
     cdef readonly object block                 # (client, names, deadline_ms, withcounters) -> Waiter

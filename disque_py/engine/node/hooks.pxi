@@ -25,8 +25,8 @@
 #                         fate is unknown here: park it until `copies`
 #                         holders confirm
 #   promise_progress      a holder confirmed its copy in a promise round
-#   try_gc                a job with other holders was acked here: start
-#                         (or go on with) its ack collection
+#   end_promise_round     a job in a promise round was acked: the
+#                         duplicate ADDJOBs waiting get its ID, the round ends
 #   serve_ready           queues in NodeCore.ready got jobs while clients
 #                         (or peers) wait: serve them
 #   block, block_pattern  GETJOB found nothing and may wait: park the
@@ -76,7 +76,8 @@ cdef class NodeHooks:
     TypeError."""
 
     def __init__(self, *, wait_for_copies, abandon_replication,
-                 follow_replication, confirm_copies, promise_progress, try_gc, serve_ready,
+                 follow_replication, confirm_copies, promise_progress, end_promise_round,
+                 serve_ready,
                  block, block_pattern, pattern_queues, pattern_served, need_jobs, job_live,
                  job_done, job_moved, free_memory):
         self.wait_for_copies = wait_for_copies
@@ -84,7 +85,7 @@ cdef class NodeHooks:
         self.follow_replication = follow_replication
         self.confirm_copies = confirm_copies
         self.promise_progress = promise_progress
-        self.try_gc = try_gc
+        self.end_promise_round = end_promise_round
         self.serve_ready = serve_ready
         self.block = block
         self.block_pattern = block_pattern
@@ -100,7 +101,7 @@ cdef class NodeHooks:
     def slot_names():
         """Every hook, in the order hooks.pxd declares them."""
         return ("wait_for_copies", "abandon_replication",
-                "follow_replication", "confirm_copies", "promise_progress", "try_gc",
+                "follow_replication", "confirm_copies", "promise_progress", "end_promise_round",
                 "serve_ready", "block", "block_pattern", "pattern_queues", "pattern_served",
                 "need_jobs", "job_live", "job_done", "job_moved", "free_memory")
 
