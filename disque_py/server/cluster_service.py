@@ -219,10 +219,12 @@ class ClusterService:
         """The node's job messages of this turn, encoded per peer by its
         BusOutbox (engine/net/frames.pxi): one write per peer, those that
         wait for the AOF (confirmations) once their records are written."""
-        membership, bus = self.membership, self.bus
-        for node_id, data, frames in self.node.bus_out.take(self.node.aof.released_gen):
+        membership, bus, bus_out = self.membership, self.bus, self.node.bus_out
+        for node_id, data, frames in bus_out.take(self.node.aof.released_gen):
             node = membership.nodes.get(node_id)
-            if node is not None and bus.write_frames(node, data, frames):
+            if node is None:
+                bus_out.forget(node_id)          # a forgotten node: its buffers go too
+            elif bus.write_frames(node, data, frames):
                 membership.messages_sent += frames
 
     # ------------------------------------------------------------ effects

@@ -180,6 +180,20 @@ def test_a_frame_past_16_mb_takes_no_more_items():
     assert [msg.decode(payload)[1].jobs for payload in split_frames(data)] == [jobs[:3], jobs[3:]]
 
 
+def test_a_peer_whose_large_frame_left_gets_whole_frames_after_it():
+    """The buffer a large job grew is freed once taken (frames.pxi keeps
+    only small ones between turns); the next frames are made in a new one."""
+    core = new_core()
+    large = b"x" * (3 * 1024 * 1024)
+    core.send(PEERS[0], msg.REPLJOB, large, 0)
+    (data, frames), = taken(core.bus_out).values()
+    assert frames == 1 and decoded_items(data) == [(msg.REPLJOB, 0, large)]
+    for round_ in range(3):
+        core.send(PEERS[0], msg.GOTACK, (JOB_ID, round_), 0)
+        (data, frames), = taken(core.bus_out).values()
+        assert frames == 1 and decoded_items(data) == [(msg.GOTACK, 0, (JOB_ID, round_))]
+
+
 def test_a_new_sender_header_applies_to_the_frames_made_after_it():
     core = new_core(7711, 0)
     core.send(PEERS[0], msg.SETACK, (JOB_ID, 2), 0)

@@ -5,6 +5,7 @@ cdef enum:
     FRAME_HEADER_SIZE = 50          # signature, type, mflags, port, node flags, sender ID
     FRAME_HEADER_TAIL = 44          # port, node flags, sender ID: the same in every frame
     FRAME_SPLIT_AT = 16 * 1024 * 1024   # a frame past this size takes no more items
+    FRAME_BUFFER_KEEP = 1024 * 1024     # a peer's emptied buffer larger than this is freed
 
 
 cdef struct FrameRun:

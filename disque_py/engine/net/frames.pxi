@@ -20,6 +20,7 @@
 # No I/O here: bytes in, bytes out.
 
 from cpython.mem cimport PyMem_Free, PyMem_Realloc
+from cpython.mem cimport PyMem_Free
 from libc.string cimport memset
 
 from disque_py.formats import bus as _bus
@@ -66,6 +67,16 @@ cdef inline bint frame_carries_jobs(int kind) noexcept:
 
 cdef inline bint frame_carries_queue(int kind) noexcept:
     return kind == KIND_NEEDJOBS or kind == KIND_PAUSE
+
+
+cdef int _release_large(WriteBuffer buf) noexcept:
+    """Free an emptied buffer that grew past FRAME_BUFFER_KEEP (one large
+    job's frame): a peer's buffers keep only a small one between turns."""
+    if buf.size == 0 and buf.capacity > FRAME_BUFFER_KEEP:
+        PyMem_Free(buf.data)
+        buf.data = NULL
+        buf.capacity = 0
+    return 0
 
 
 cdef int _close_run(WriteBuffer buf, FrameRun* run) noexcept:
@@ -230,6 +241,8 @@ cdef class BusOutbox:
             if peer.now.size:
                 out.append((peer.node_id, peer.now.take(), peer.now_frames))
                 peer.now_frames = 0
+            _release_large(peer.now)
+            _release_large(peer.held)
             if peer.held.size:
                 self._dirty.append(peer)      # an fsync releases it (take again)
             else:
