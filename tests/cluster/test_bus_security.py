@@ -91,13 +91,9 @@ def send_and_wait_close(port: int, data: bytes, timeout: float = 5 + MARGIN_S) -
     with socket.create_connection((HOST, port), timeout=timeout) as sock:
         try:
             sock.sendall(data)
-            while sock.recv(65536):        # a PONG may come first
-                pass
-            return True
         except ConnectionError:
             return True
-        except socket.timeout:
-            return False
+        return link_closed(sock, timeout)   # a PONG may come first
 
 
 class Member:

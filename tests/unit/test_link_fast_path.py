@@ -309,15 +309,21 @@ def test_a_gotjob_the_fast_path_refuses_reaches_on_frame_unchanged(pair, case):
     assert_producer_unchanged(pair)
 
 
-def test_frames_of_another_node_than_the_authenticated_one_reach_on_frame(pair):
-    pair.into_holder.peer_id = THIRD
-    pair.into_producer.peer_id = THIRD
+def assert_copy_and_count_left_to_python(pair):
+    """The producer's REPLJOB and the holder's GOTJOB both reach on_frame
+    unchanged, and neither node changes."""
     pair.into_holder.data_received(pair.repljob)
     pair.into_producer.data_received(pair.gotjob())
     assert_left_to_python(pair.into_holder, [payload(pair.repljob)])
     assert_left_to_python(pair.into_producer, [payload(pair.gotjob())])
     assert_holder_unchanged(pair)
     assert_producer_unchanged(pair)
+
+
+def test_frames_of_another_node_than_the_authenticated_one_reach_on_frame(pair):
+    pair.into_holder.peer_id = THIRD
+    pair.into_producer.peer_id = THIRD
+    assert_copy_and_count_left_to_python(pair)
 
 
 def test_a_repljob_reaches_on_frame_while_healing_marks_jobs(pair):
@@ -366,12 +372,7 @@ def test_handshake_frames_reach_on_frame_unchanged(pair):
 def test_nothing_is_taken_while_the_fast_path_is_shut(pair):
     pair.into_holder.fast = False
     pair.into_producer.fast = False
-    pair.into_holder.data_received(pair.repljob)
-    pair.into_producer.data_received(pair.gotjob())
-    assert_left_to_python(pair.into_holder, [payload(pair.repljob)])
-    assert_left_to_python(pair.into_producer, [payload(pair.gotjob())])
-    assert_holder_unchanged(pair)
-    assert_producer_unchanged(pair)
+    assert_copy_and_count_left_to_python(pair)
 
 
 def test_a_second_sender_in_one_read_is_left_to_python(pair):
