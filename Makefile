@@ -193,6 +193,7 @@ run: $(VENV)/.installed redis-cli-deps
 # target for a bounded number of runs (a few minutes in all).
 test: $(VENV)/.installed-test system-deps node-deps sanitizer-deps
 	$(BIN)/lint-imports
+	$(BIN)/mypy
 	$(BIN)/python -m pytest
 	$(MAKE) test-asan-quick fuzz-quick
 

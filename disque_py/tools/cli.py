@@ -13,6 +13,8 @@
       The real-process fault checker (disque_py/tools/chaos/); exit status 1 when
       an acknowledged job was lost, a workload's promise broken or a server
       crashed. --json without FILE writes under chaos-reports/, which git ignores.
+  disque-py worker MODULE:WORKER [--url URL] [--concurrency N] [--queues Q,...]
+      Run a disque_py.client.Worker until SIGTERM (worker_cli.py).
   disque-py chaos-matrix [--seconds S] [--seeds N] [--rows NAME,...] [--disque-c BINARY]
       `make chaos`: every row of fault sets x workloads (chaos/matrix.py), each
       seed a `chaos` run of its own, tabled in chaos-reports/matrix-TIME.md.
@@ -32,6 +34,7 @@ import click
 from disque_py import __version__
 from disque_py.tools.check_aof import check_aof
 from disque_py.tools.cluster_cli import cluster
+from disque_py.tools.worker_cli import worker
 
 
 @click.group()
@@ -241,6 +244,7 @@ def chaos_matrix(seconds, seeds, first_seed, row_names, disque_c, list_rows) -> 
 
 main.add_command(cluster)
 main.add_command(check_aof)
+main.add_command(worker)
 
 
 if __name__ == "__main__":      # how the chaos matrix starts each run

@@ -1,0 +1,93 @@
+"""Where a client connects, and how: addresses, TLS, AUTH, protocol.
+
+A URL names one node or several, comma separated:
+
+    disque://host[:port][,host[:port]...][?option=value&...]
+    disques://[user:]password@host:port,...        TLS (the ssl module)
+
+Port 7711 by default. The query takes redis-py's connection options
+(`socket_timeout`, `ssl_ca_certs`, `ssl_cert_reqs`, `protocol`, ...), as
+redis-py reads them from its own URLs. Keyword arguments given to the
+client add to the URL's and win over them; `nodes=` adds addresses.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import unquote
+
+from redis.connection import parse_url as redis_url_options
+
+from disque_py.client.routing import Address
+
+DEFAULT_PORT = 7711
+SCHEMES = {"disque": "redis", "disques": "rediss"}
+DEFAULT_URL = "disque://127.0.0.1:7711"
+# Disque has one database and no CLIENT SETINFO: redis-py must not send them.
+_FIXED_OPTIONS: dict[str, Any] = {"lib_name": None, "lib_version": None}
+_NOT_CONNECTION_OPTIONS = ("host", "port", "db", "connection_class")
+
+
+@dataclass
+class Settings:
+    """Addresses, whether to use TLS, and the options every connection takes."""
+
+    addresses: list[Address]
+    tls: bool = False
+    options: dict[str, Any] = field(default_factory=dict)
+
+    def connection_options(self, address: Address) -> dict[str, Any]:
+        """redis-py's Connection keyword arguments for one node."""
+        return {**self.options, **_FIXED_OPTIONS, "host": address[0], "port": address[1]}
+
+
+def parse_address(text: str) -> Address:
+    """host, host:port, [v6], or [v6]:port."""
+    text = text.strip()
+    if text.startswith("["):
+        host, _, rest = text[1:].partition("]")
+        port = rest[1:] if rest.startswith(":") else ""
+    else:
+        host, _, port = text.rpartition(":") if text.count(":") == 1 else (text, "", "")
+    if not host:
+        raise ValueError(f"no host in node address {text!r}")
+    try:
+        return host, int(port) if port else DEFAULT_PORT
+    except ValueError:
+        raise ValueError(f"bad port in node address {text!r}") from None
+
+
+def settings_from(url: str | None, nodes: Sequence[str | Address] | None,
+                  options: dict[str, Any]) -> Settings:
+    """The settings of a client made with this URL, these extra nodes and
+    these connection options."""
+    if url is None:
+        url = "disque://" if nodes else DEFAULT_URL
+    scheme, _, rest = url.partition("://")
+    if scheme not in SCHEMES:
+        raise ValueError(f"a client URL is disque://host:port[,host:port...] or "
+                         f"disques://...; not {url!r}")
+    rest, _, query = rest.partition("?")
+    userinfo, _, hosts = rest.rpartition("@")
+    hosts = hosts.split("/", 1)[0]
+    url_options = redis_url_options(f"{SCHEMES[scheme]}://localhost?{query}" if query
+                                    else f"{SCHEMES[scheme]}://localhost")
+    for key in _NOT_CONNECTION_OPTIONS:
+        url_options.pop(key, None)
+    if userinfo:
+        user, has_password, password = userinfo.partition(":")
+        if has_password:
+            url_options["username"] = unquote(user) or None
+            url_options["password"] = unquote(password)
+        else:
+            url_options["password"] = unquote(user)
+    addresses = [parse_address(host) for host in hosts.split(",") if host.strip()]
+    for node in nodes or ():
+        address = parse_address(node) if isinstance(node, str) else (node[0], int(node[1]))
+        if address not in addresses:
+            addresses.append(address)
+    if not addresses:
+        raise ValueError(f"no node address in {url!r}")
+    return Settings(addresses, tls=scheme == "disques", options={**url_options, **options})

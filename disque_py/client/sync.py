@@ -1,0 +1,284 @@
+"""The blocking client: `Client`, and its `Pipeline`.
+
+A Client keeps one redis-py connection pool per node it talks to (RESP2 or
+RESP3, hiredis when installed, TLS and AUTH from its URL) and routes each
+call as routing.py decides. It may be shared between threads: the pools
+are thread-safe, and the routing state is changed under a lock.
+
+A call whose connection is refused goes to the next node. One whose
+connection drops after it was sent is sent again elsewhere only when that
+is safe (commands.Call.retry_safe: not ADDJOB without DEDUP, not
+QREQUEUE); otherwise redis.ConnectionError reaches the caller, and the
+next call goes to the next node. A -LEAVING answer (the node is leaving
+the cluster and did nothing) sends the call to another node.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from types import TracebackType
+from typing import Any, TypeVar, cast
+
+from redis.connection import Connection, ConnectionPool, SSLConnection
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import ResponseError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from disque_py.client import commands
+from disque_py.client.errors import LeavingError, translate
+from disque_py.client.replies import ScanPage
+from disque_py.client.routing import Address, NoNodeError, Routes
+from disque_py.client.serializers import Serializer, serializer_for
+from disque_py.client.settings import Settings, settings_from
+from disque_py.client.sync_api import SyncCommands
+from disque_py.client.types import JobInfo
+
+T = TypeVar("T")
+# What a lost connection looks like from redis-py and the socket below it.
+LOST = (RedisConnectionError, RedisTimeoutError, OSError)
+
+
+class Client(SyncCommands):
+    """A blocking client of a Disque (or disque-py) node or cluster.
+
+        client = Client("disque://127.0.0.1:7711")
+        job_id = client.add("emails", b"to: tom", retry=60)
+        [job] = client.get("emails")
+        client.ack(job.id)
+
+    `url` names one node or several (settings.py); `nodes` adds addresses;
+    `serializer` is "raw" (bytes, the default), "json", or an object with
+    dumps() and loads(); other keyword arguments go to every redis-py
+    connection (`protocol=2`, `socket_timeout=...`, `parser_class=...`)."""
+
+    def __init__(self, url: str | None = None, *, nodes: Sequence[str | Address] | None = None,
+                 serializer: str | Serializer | None = None,
+                 clock: Callable[[], float] = time.monotonic, **options: Any) -> None:
+        self._setup(settings_from(url, nodes, options), serializer_for(serializer), clock)
+
+    @classmethod
+    def from_settings(cls, settings: Settings, serializer: str | Serializer | None = None,
+                      clock: Callable[[], float] = time.monotonic) -> Client:
+        """A client of the nodes another client was made for."""
+        client = cls.__new__(cls)
+        client._setup(settings, serializer_for(serializer), clock)
+        return client
+
+    def _setup(self, settings: Settings, codec: Serializer, clock: Callable[[], float]) -> None:
+        self.settings = settings
+        self.codec = codec
+        self.routes = Routes(settings.addresses, clock)
+        self._pools: dict[Address, ConnectionPool] = {}
+        self._lock = threading.Lock()
+        self._discovered = False
+
+    # ------------------------------------------------------------ plumbing
+
+    def _pool(self, address: Address) -> ConnectionPool:
+        pool = self._pools.get(address)
+        if pool is None:
+            with self._lock:
+                pool = self._pools.get(address)
+                if pool is None:
+                    cls = SSLConnection if self.settings.tls else Connection
+                    pool = ConnectionPool(connection_class=cls,
+                                          **self.settings.connection_options(address))
+                    self._pools[address] = pool
+        return pool
+
+    def _lost(self, address: Address) -> None:
+        with self._lock:
+            self.routes.failed(address)
+            self._discovered = False
+
+    def _discover(self) -> None:
+        """HELLO on the best reachable node: learn the cluster's nodes."""
+        error: BaseException | None = None
+        call = commands.hello()
+        for address in self.routes.candidates():
+            try:
+                reply = self._send(address, call.args)
+            except LOST as lost:
+                error = lost
+                self._lost(address)
+                continue
+            with self._lock:
+                self.routes.learn(call.parse(reply, self.codec), address)
+                self.routes.current = address
+                self._discovered = True
+            return
+        raise NoNodeError(f"no node answered: tried {self.routes.candidates()}") from error
+
+    def _send(self, address: Address, args: tuple[commands.Arg, ...]) -> Any:
+        pool = self._pool(address)
+        connection = pool.get_connection()
+        try:
+            connection.send_command(*args)
+            return connection.read_response()
+        except LOST:
+            connection.disconnect()
+            raise
+        finally:
+            pool.release(connection)
+
+    def _execute(self, call: commands.Call[T]) -> T:
+        if not self._discovered:
+            self._discover()
+        attempts = len(self.routes.candidates())
+        while True:
+            address = self.routes.for_jobs(call.job_ids) if call.job_ids else self.routes.current
+            pool = self._pools.get(address) or self._pool(address)
+            try:
+                connection = pool.get_connection()
+            except LOST:                                 # never sent: try the next node
+                self._lost(address)
+                attempts -= 1
+                if attempts <= 0:
+                    raise
+                continue
+            try:
+                connection.send_command(*call.args)
+                reply = connection.read_response()
+            except ResponseError as error:
+                pool.release(connection)
+                failure = translate(error)
+                attempts -= 1
+                if isinstance(failure, LeavingError) and attempts > 0:
+                    self._lost(address)
+                    continue
+                raise failure from error
+            except LOST:
+                connection.disconnect()
+                pool.release(connection)
+                self._lost(address)
+                attempts -= 1
+                if not call.retry_safe or attempts <= 0:
+                    raise
+                continue
+            pool.release(connection)
+            result = call.parse(reply, self.codec)
+            if call.hands_out:
+                with self._lock:
+                    self.routes.handed_out(cast(Sequence[Any], result))
+            return result
+
+    # --------------------------------------------------------------- scans
+
+    def _pages(self, first: Callable[[int], commands.Call[ScanPage[T]]]) -> Iterator[T]:
+        cursor = 0
+        while True:
+            page = self._execute(first(cursor))
+            yield from page.items
+            cursor = page.cursor
+            if cursor == 0:
+                return
+
+    def qscan(self, count: int | None = None, minlen: int | None = None,
+              maxlen: int | None = None, importrate: int | None = None) -> Iterator[str]:
+        """Every queue of the current node (QSCAN, page by page), filtered
+        by length and import rate when asked."""
+        return self._pages(lambda cursor: commands.qscan(cursor, count, minlen, maxlen,
+                                                         importrate))
+
+    def jscan(self, count: int | None = None, queue: str | None = None,
+              states: Sequence[str] = ()) -> Iterator[str]:
+        """Every job ID of the current node (JSCAN), of one queue or in the
+        given states when asked."""
+        return self._pages(lambda cursor: commands.jscan(cursor, count, queue, states))
+
+    def jscan_info(self, count: int | None = None, queue: str | None = None,
+                   states: Sequence[str] = ()) -> Iterator[JobInfo]:
+        """As jscan, each job as SHOW describes it (JSCAN ... REPLY ALL)."""
+        return self._pages(lambda cursor: commands.jscan_info(cursor, count, queue, states))
+
+    # ----------------------------------------------------------- lifecycle
+
+    def pipeline(self) -> Pipeline:
+        """Calls sent together to the current node: see Pipeline."""
+        return Pipeline(self)
+
+    def close(self) -> None:
+        """Close every connection (the client connects again when used)."""
+        for pool in list(self._pools.values()):
+            pool.disconnect()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 traceback: TracebackType | None) -> None:
+        self.close()
+
+
+class Pipeline(SyncCommands):
+    """Calls written in one go to the current node, their answers read after.
+
+        with client.pipeline() as pipe:
+            for n in range(1000):
+                pipe.add("q", b"job %d" % n)
+        job_ids = pipe.results
+
+    Inside a pipeline each method queues its call and answers None; leaving
+    the block (or `execute()`) sends them and keeps the answers, in order,
+    in `results`. A call answered with an error has the error (a
+    DisqueError) in its place, unless `execute(raise_on_error=True)`. Not
+    sent again on a lost connection: some calls may have run."""
+
+    def __init__(self, client: Client) -> None:
+        self.client = client
+        self.codec = client.codec
+        self.calls: list[commands.Call[Any]] = []
+        self.results: list[Any] = []
+
+    def _execute(self, call: commands.Call[T]) -> T:
+        self.calls.append(call)
+        return cast(T, None)
+
+    def execute(self, raise_on_error: bool = False) -> list[Any]:
+        """Send the queued calls; their answers (and errors), in order."""
+        calls, self.calls = self.calls, []
+        if not calls:
+            return []
+        client = self.client
+        if not client._discovered:
+            client._discover()
+        address = client.routes.current
+        pool = client._pool(address)
+        connection = pool.get_connection()
+        results: list[Any] = []
+        try:
+            connection.send_packed_command(connection.pack_commands([c.args for c in calls]))
+            for call in calls:
+                try:
+                    results.append(call.parse(connection.read_response(), self.codec))
+                except ResponseError as error:
+                    results.append(translate(error))
+                    continue
+                if call.hands_out:
+                    with client._lock:
+                        client.routes.handed_out(results[-1])
+        except LOST:
+            connection.disconnect()
+            client._lost(address)
+            raise
+        except BaseException:         # interrupted: replies may be left unread
+            connection.disconnect()
+            raise
+        finally:
+            pool.release(connection)
+        self.results = results
+        if raise_on_error:
+            for result in results:
+                if isinstance(result, Exception):
+                    raise result
+        return results
+
+    def __enter__(self) -> Pipeline:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 traceback: TracebackType | None) -> None:
+        if kind is None:
+            self.execute()

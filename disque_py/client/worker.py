@@ -1,0 +1,400 @@
+"""Worker: the loop every consumer of a job queue needs, written once.
+
+    worker = Worker("disque://127.0.0.1:7711", concurrency=50)
+
+    @worker.handler("emails")
+    async def send_email(job):
+        ...
+
+    worker.run()            # until SIGTERM or SIGINT
+
+What it promises, and how:
+- **At most `concurrency` jobs run at once.** Fetchers ask for as many jobs
+  as there are free slots (GETJOB COUNT, WITHCOUNTERS), blocking at most
+  `poll_ms` so that a stop is noticed. Plain queues share one fetcher; each
+  pattern (a handler on "orders:*") has its own (GETJOB PATTERN).
+- **A job that returns is acknowledged; one that raises is not.** ACKJOB
+  takes every job finished since the last one was sent (one call in
+  flight, so they batch themselves under load). An exception NACKs the job
+  (its BACKOFF and MAXDELIVERIES then apply) and is logged with the job's
+  ID; `Retry(delay=s)` NACKs it with a delay; an exception listed in the
+  handler's `dead_on`, or `DeadLetter`, moves it to its dead-letter queue
+  at once (dead_letter.py).
+- **A long job is kept.** Once it has run `keepalive_after` seconds, and
+  then every half of its RETRY (WORKING's answer), WORKING postpones its
+  redelivery.
+- **A stop loses nothing.** `stop()` (SIGTERM, SIGINT) fetches no more;
+  jobs fetched meanwhile are NACKed unrun; running jobs get `grace`
+  seconds, then async ones are cancelled and every unfinished job is
+  NACKed; pending ACKs are sent before `run` returns.
+- Handlers are async functions (run on the loop) or plain functions (run
+  in a thread pool of `concurrency` threads). A handler gets the Job, its
+  body already read by the client's serializer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import threading
+import time
+from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import uvloop
+
+from disque_py.base.globmatch import glob_match
+from disque_py.client.aio import AsyncClient
+from disque_py.client.dead_letter import dead_letter
+from disque_py.client.serializers import Serializer
+from disque_py.client.sync import Client
+from disque_py.client.types import Job
+
+log = logging.getLogger("disque_py.worker")
+
+Handler = Callable[[Job], Any]
+H = TypeVar("H", bound=Handler)
+
+DEFAULT_CONCURRENCY = 50
+DEFAULT_POLL_MS = 1000
+DEFAULT_GRACE_S = 30.0
+DEFAULT_KEEPALIVE_AFTER_S = 0.5
+# The least time between two WORKING of one job.
+MIN_KEEPALIVE_S = 0.5
+PATTERN_CHARS = frozenset("*?[\\")
+
+
+class Retry(Exception):
+    """Raise from a handler to put the job back after `delay` seconds
+    (NACK ... DELAY), without logging a failure."""
+
+    def __init__(self, delay: int | None = None) -> None:
+        super().__init__(f"retry in {delay} s" if delay is not None else "retry")
+        self.delay = delay
+
+
+class DeadLetter(Exception):
+    """Raise from a handler to move the job to its dead-letter queue now."""
+
+
+@dataclass(slots=True)
+class Route:
+    """A handler and the queue (or pattern) it serves."""
+
+    source: str
+    fn: Handler
+    is_async: bool
+    dead_on: tuple[type[BaseException], ...]
+
+    @property
+    def is_pattern(self) -> bool:
+        return not PATTERN_CHARS.isdisjoint(self.source)
+
+
+@dataclass
+class WorkerStats:
+    """What a worker did so far."""
+
+    started: float = field(default_factory=time.monotonic)
+    done: int = 0
+    failed: int = 0
+    dead: int = 0
+    running: int = 0
+
+    def rate(self) -> float:
+        """Jobs finished (done or failed) per second since the start."""
+        elapsed = time.monotonic() - self.started
+        return (self.done + self.failed) / elapsed if elapsed > 0 else 0.0
+
+    def line(self) -> str:
+        return (f"done {self.done}  failed {self.failed}  dead {self.dead}  "
+                f"running {self.running}  {self.rate():,.0f} jobs/s")
+
+
+class Worker:
+    """Runs handlers over the jobs of their queues: see the module's text."""
+
+    def __init__(self, client: AsyncClient | Client | str | None = None, *,
+                 concurrency: int = DEFAULT_CONCURRENCY, batch: int | None = None,
+                 poll_ms: int = DEFAULT_POLL_MS, grace: float = DEFAULT_GRACE_S,
+                 keepalive_after: float = DEFAULT_KEEPALIVE_AFTER_S,
+                 serializer: str | Serializer | None = None) -> None:
+        if concurrency < 1:
+            raise ValueError("concurrency must be at least 1")
+        self.client = _async_client(client, serializer)
+        self.concurrency = concurrency
+        self.batch = batch or concurrency
+        self.poll_ms = poll_ms
+        self.grace = grace
+        self.keepalive_after = keepalive_after
+        self.routes: dict[str, Route] = {}
+        self.stats = WorkerStats()
+        self._stopping = Stopping()
+        self._free = concurrency
+        self._slot_freed = asyncio.Event()
+        self._acks: list[str] = []
+        self._ack_due = asyncio.Event()
+        self._running: dict[str, asyncio.Future[Any]] = {}
+        self._chores: set[asyncio.Task[None]] = set()
+        self._threads: ThreadPoolExecutor | None = None
+        self._threads_lock = threading.Lock()
+        self._in_threads = 0
+
+    # ------------------------------------------------------------ handlers
+
+    def handler(self, source: str, *,
+                dead_on: tuple[type[BaseException], ...] = ()) -> Callable[[H], H]:
+        """Register a function for the jobs of queue `source`, or of every
+        queue matching it when it is a glob ("orders:*"). Exceptions in
+        `dead_on` dead-letter the job at once instead of NACKing it."""
+        def register(fn: H) -> H:
+            if source in self.routes:
+                raise ValueError(f"a handler for {source!r} is already registered")
+            self.routes[source] = Route(source, fn, asyncio.iscoroutinefunction(fn),
+                                        tuple(dead_on))
+            return fn
+        return register
+
+    def route_for(self, queue: str) -> Route | None:
+        """The handler of a job from `queue`: its own, else the first pattern."""
+        route = self.routes.get(queue)
+        if route is not None:
+            return route
+        for route in self.routes.values():
+            if route.is_pattern and glob_match(route.source.encode(), queue.encode()):
+                return route
+        return None
+
+    # ------------------------------------------------------------- running
+
+    def run(self, install_signals: bool = True) -> WorkerStats:
+        """Run until stopped (SIGTERM or SIGINT with `install_signals`)."""
+        return uvloop.run(self.serve(install_signals))
+
+    def stop(self) -> None:
+        """Fetch no more jobs; finish (within the grace period) and return."""
+        self._stopping.set()
+        self._slot_freed.set()
+
+    async def serve(self, install_signals: bool = False) -> WorkerStats:
+        """The worker's coroutine: run until stop() (or a signal, with
+        `install_signals`), then finish as the module's text says."""
+        if not self.routes:
+            raise ValueError("register a handler first: @worker.handler(queue)")
+        if install_signals:
+            for signum in (signal.SIGTERM, signal.SIGINT):
+                asyncio.get_running_loop().add_signal_handler(signum, self.stop)
+        self._threads = ThreadPoolExecutor(self.concurrency, "disque-worker")
+        self.stats = WorkerStats()
+        self._free = self.concurrency
+        acker = asyncio.create_task(self._send_acks())
+        plain = tuple(r.source for r in self.routes.values() if not r.is_pattern)
+        fetchers = [asyncio.create_task(self._fetch(plain, None))] if plain else []
+        fetchers += [asyncio.create_task(self._fetch((), route))
+                     for route in self.routes.values() if route.is_pattern]
+        try:
+            await asyncio.gather(*fetchers)
+            await self._finish_running()
+        finally:
+            for fetcher in fetchers:
+                fetcher.cancel()
+            while self._chores:
+                await asyncio.gather(*self._chores)
+            self._stopping.acks_closed = True
+            self._ack_due.set()
+            await acker
+            self._threads.shutdown(wait=False, cancel_futures=True)
+        return self.stats
+
+    def _spawn(self, chore: Awaitable[None]) -> None:
+        """Run a NACK, WORKING or dead-lettering beside the jobs; a stop
+        waits for them."""
+        task = asyncio.ensure_future(chore)
+        self._chores.add(task)
+        task.add_done_callback(self._chores.discard)
+
+    async def _fetch(self, queues: tuple[str, ...], pattern: Route | None) -> None:
+        """Fetch jobs of `queues` (or of `pattern`'s queues) into free slots."""
+        while not self._stopping.is_set():
+            if self._free <= 0:
+                self._slot_freed.clear()
+                await self._slot_freed.wait()
+                await asyncio.sleep(0)        # let the jobs finishing now free theirs too
+                continue
+            asked = min(self._free, self.batch)
+            self._free -= asked
+            try:
+                jobs = await self.client.get(*queues, pattern=pattern.source if pattern else None,
+                                             count=asked,
+                                             timeout=self.poll_ms, with_counters=True)
+            except Exception:
+                self._free += asked
+                log.exception("GETJOB failed; trying again")
+                await self._stopping.sleep(1.0)
+                continue
+            self._free += asked - len(jobs)
+            if self._stopping.is_set():
+                await self._give_back(jobs)
+                return
+            for job in jobs:
+                self._start(job, self.route_for(job.queue) or pattern)
+
+    def _start(self, job: Job, route: Route | None) -> None:
+        if route is None:        # a queue no handler serves (a handler was removed)
+            self._spawn(self._nack(job, None))
+            return
+        self.stats.running += 1
+        if route.is_async:
+            future: asyncio.Future[Any] = asyncio.ensure_future(route.fn(job))
+        else:
+            assert self._threads is not None
+            future = asyncio.get_running_loop().run_in_executor(
+                self._threads, self._in_thread, route.fn, job)
+        self._running[job.id] = future
+        keepalive = asyncio.get_running_loop().call_later(
+            self.keepalive_after, self._keepalive, job)
+        future.add_done_callback(lambda done: self._finished(job, route, done, keepalive))
+
+    def _finished(self, job: Job, route: Route, future: asyncio.Future[Any],
+                  keepalive: asyncio.TimerHandle) -> None:
+        keepalive.cancel()
+        self._running.pop(job.id, None)
+        self.stats.running -= 1
+        self._free += 1
+        self._slot_freed.set()
+        if future.cancelled():
+            self._spawn(self._nack(job, None))
+            return
+        error = future.exception()
+        if error is None:
+            self.stats.done += 1
+            self._acks.append(job.id)
+            self._ack_due.set()
+        else:
+            self._spawn(self._failed(job, route, error))
+
+    async def _failed(self, job: Job, route: Route, error: BaseException) -> None:
+        if isinstance(error, Retry):
+            await self._nack(job, error.delay)
+            return
+        self.stats.failed += 1
+        if isinstance(error, DeadLetter) or isinstance(error, route.dead_on):
+            log.error("job %s from %s failed, dead-lettered: %r", job.id, job.queue, error)
+            try:
+                await dead_letter(self.client, job)
+                self.stats.dead += 1
+            except Exception:
+                log.exception("job %s: dead-lettering failed, NACKed instead", job.id)
+                await self._nack(job, None)
+            return
+        log.error("job %s from %s failed, NACKed", job.id, job.queue,
+                  exc_info=(type(error), error, error.__traceback__))
+        await self._nack(job, None)
+
+    async def _nack(self, job: Job, delay: int | None) -> None:
+        try:
+            await self.client.nack(job.id, delay=delay)
+        except Exception:
+            log.exception("job %s: NACK failed (it returns after its RETRY)", job.id)
+
+    async def _give_back(self, jobs: list[Job]) -> None:
+        """Jobs fetched as the worker stopped: back to their queues, unrun."""
+        if jobs:
+            try:
+                await self.client.nack(*(job.id for job in jobs))
+            except Exception:
+                log.exception("NACK of %d unrun jobs failed (they return after their "
+                              "RETRY)", len(jobs))
+
+    def _keepalive(self, job: Job) -> None:
+        self._spawn(self._working(job))
+
+    async def _working(self, job: Job) -> None:
+        if job.id not in self._running:
+            return
+        try:
+            retry = await self.client.working(job.id)
+        except Exception as error:
+            log.warning("job %s: WORKING failed, it may be delivered again: %r", job.id, error)
+            return
+        future = self._running.get(job.id)
+        if future is not None and not future.done():
+            delay = max(MIN_KEEPALIVE_S, retry / 2)
+            handle = asyncio.get_running_loop().call_later(delay, self._keepalive, job)
+            future.add_done_callback(lambda _: handle.cancel())
+
+    async def _send_acks(self) -> None:
+        """ACKJOB every finished job, as many per call as finished meanwhile."""
+        while True:
+            await self._ack_due.wait()
+            self._ack_due.clear()
+            while self._acks:
+                batch, self._acks = self._acks, []
+                try:
+                    await self.client.ack(*batch)
+                except Exception:
+                    log.exception("ACKJOB of %d jobs failed (they return after their RETRY)",
+                                  len(batch))
+            if self._stopping.acks_closed and not self._acks:
+                return
+
+    async def _finish_running(self) -> None:
+        """After the stop: wait `grace` seconds for the running jobs, then
+        cancel the rest (their callbacks NACK them)."""
+        if self._running:
+            await asyncio.wait(list(self._running.values()), timeout=self.grace)
+        late = list(self._running.items())
+        for job_id, future in late:
+            log.warning("job %s still running after the %.0f s grace: NACKed", job_id,
+                        self.grace)
+            future.cancel()
+        if late:
+            await asyncio.wait([future for _, future in late])
+
+    @property
+    def threads_busy(self) -> bool:
+        """Whether a plain handler still runs in a thread: one cancelled at
+        the grace's end runs on, so its process should exit (the CLI does)."""
+        return self._in_threads > 0
+
+    def _in_thread(self, fn: Handler, job: Job) -> Any:
+        with self._threads_lock:
+            self._in_threads += 1
+        try:
+            return fn(job)
+        finally:
+            with self._threads_lock:
+                self._in_threads -= 1
+
+
+def _async_client(client: AsyncClient | Client | str | None,
+                  serializer: str | Serializer | None) -> AsyncClient:
+    if isinstance(client, AsyncClient):
+        return client
+    if isinstance(client, Client):
+        return AsyncClient.from_settings(client.settings, client.codec)
+    return AsyncClient(client, serializer=serializer)
+
+
+class Stopping:
+    """A worker's stop: a flag the fetchers poll, and an event to wait on."""
+
+    def __init__(self) -> None:
+        self.event = asyncio.Event()
+        self.acks_closed = False
+
+    def set(self) -> None:
+        self.event.set()
+
+    def is_set(self) -> bool:
+        return self.event.is_set()
+
+    async def sleep(self, seconds: float) -> None:
+        """Sleep, waking early on the stop."""
+        try:
+            await asyncio.wait_for(self.event.wait(), seconds)
+        except asyncio.TimeoutError:
+            pass
