@@ -27,6 +27,7 @@ from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from disque_py.client import commands
+from disque_py.client.batch import exchange
 from disque_py.client.errors import LeavingError, translate
 from disque_py.client.replies import ScanPage
 from disque_py.client.routing import Address, NoNodeError, Routes
@@ -247,18 +248,8 @@ class Pipeline(SyncCommands):
         address = client.routes.current
         pool = client._pool(address)
         connection = pool.get_connection()
-        results: list[Any] = []
         try:
-            connection.send_packed_command(connection.pack_commands([c.args for c in calls]))
-            for call in calls:
-                try:
-                    results.append(call.parse(connection.read_response(), self.codec))
-                except ResponseError as error:
-                    results.append(translate(error))
-                    continue
-                if call.hands_out:
-                    with client._lock:
-                        client.routes.handed_out(results[-1])
+            replies = exchange(connection, [call.args for call in calls])
         except LOST:
             connection.disconnect()
             client._lost(address)
@@ -268,6 +259,15 @@ class Pipeline(SyncCommands):
             raise
         finally:
             pool.release(connection)
+        results: list[Any] = []
+        for call, reply in zip(calls, replies):
+            if isinstance(reply, ResponseError):
+                results.append(translate(reply))
+                continue
+            results.append(call.parse(reply, self.codec))
+            if call.hands_out:
+                with client._lock:
+                    client.routes.handed_out(results[-1])
         self.results = results
         if raise_on_error:
             for result in results:

@@ -142,6 +142,10 @@ class Worker:
         self._threads: ThreadPoolExecutor | None = None
         self._threads_lock = threading.Lock()
         self._in_threads = 0
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._burst = False
+        self._idle_fetchers: set[int] = set()
+        self._fetchers = 0
 
     # ------------------------------------------------------------ handlers
 
@@ -170,23 +174,39 @@ class Worker:
 
     # ------------------------------------------------------------- running
 
-    def run(self, install_signals: bool = True) -> WorkerStats:
-        """Run until stopped (SIGTERM or SIGINT with `install_signals`)."""
-        return uvloop.run(self.serve(install_signals))
+    def run(self, install_signals: bool = True, burst: bool = False) -> WorkerStats:
+        """Run until stopped (SIGTERM or SIGINT with `install_signals`); with
+        `burst`, only until every queue is empty and no job runs (as RQ's
+        burst mode: for batch runs, tests and scripts)."""
+        return uvloop.run(self.serve(install_signals, burst))
 
     def stop(self) -> None:
-        """Fetch no more jobs; finish (within the grace period) and return."""
+        """Fetch no more jobs; finish (within the grace period) and return.
+        Safe to call from any thread (a signal handler, another thread)."""
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            try:
+                running = asyncio.get_running_loop()
+            except RuntimeError:
+                running = None
+            if running is not loop:
+                loop.call_soon_threadsafe(self.stop)
+                return
         self._stopping.set()
         self._slot_freed.set()
 
-    async def serve(self, install_signals: bool = False) -> WorkerStats:
+    async def serve(self, install_signals: bool = False, burst: bool = False) -> WorkerStats:
         """The worker's coroutine: run until stop() (or a signal, with
-        `install_signals`), then finish as the module's text says."""
+        `install_signals`; or until idle, with `burst`), then finish as the
+        module's text says."""
         if not self.routes:
             raise ValueError("register a handler first: @worker.handler(queue)")
+        self._loop = asyncio.get_running_loop()
         if install_signals:
             for signum in (signal.SIGTERM, signal.SIGINT):
-                asyncio.get_running_loop().add_signal_handler(signum, self.stop)
+                self._loop.add_signal_handler(signum, self.stop)
+        self._burst = burst
+        self._idle_fetchers.clear()
         self._threads = ThreadPoolExecutor(self.concurrency, "disque-worker")
         self.stats = WorkerStats()
         self._free = self.concurrency
@@ -195,6 +215,7 @@ class Worker:
         fetchers = [asyncio.create_task(self._fetch(plain, None))] if plain else []
         fetchers += [asyncio.create_task(self._fetch((), route))
                      for route in self.routes.values() if route.is_pattern]
+        self._fetchers = len(fetchers)
         try:
             await asyncio.gather(*fetchers)
             await self._finish_running()
@@ -227,8 +248,8 @@ class Worker:
             asked = min(self._free, self.batch)
             self._free -= asked
             try:
-                jobs = await self.client.get(*queues, pattern=pattern.source if pattern else None,
-                                             count=asked,
+                source = pattern.source if pattern else None
+                jobs = await self.client.get(*queues, pattern=source, count=asked,
                                              timeout=self.poll_ms, with_counters=True)
             except Exception:
                 self._free += asked
@@ -236,11 +257,23 @@ class Worker:
                 await self._stopping.sleep(1.0)
                 continue
             self._free += asked - len(jobs)
+            self._note_idle(pattern, idle=not jobs)
             if self._stopping.is_set():
                 await self._give_back(jobs)
                 return
             for job in jobs:
                 self._start(job, self.route_for(job.queue) or pattern)
+
+    def _note_idle(self, pattern: Route | None, idle: bool) -> None:
+        """Burst mode's end: every fetcher found nothing and no job runs."""
+        key = id(pattern) if pattern is not None else 0
+        if not idle:
+            self._idle_fetchers.discard(key)
+            return
+        self._idle_fetchers.add(key)
+        if self._burst and len(self._idle_fetchers) == self._fetchers and \
+                not self.stats.running and not self._chores:
+            self.stop()
 
     def _start(self, job: Job, route: Route | None) -> None:
         if route is None:        # a queue no handler serves (a handler was removed)

@@ -2,7 +2,8 @@
 
 The attribute is a disque_py.client.Worker with its handlers registered.
 --url, --concurrency and --grace replace the worker's own; --queues keeps
-only the handlers of the queues (or patterns) named. SIGTERM and SIGINT
+only the handlers of the queues (or patterns) named; --burst stops it once
+its queues are empty. SIGTERM and SIGINT
 stop it cleanly (the Worker's text says what that means); on a terminal a
 progress line shows jobs done, failed and the rate. The exit status is 0
 after a clean stop, 1 when the worker cannot start.
@@ -52,7 +53,7 @@ def keep_only(worker: Worker, sources: list[str]) -> None:
     worker.routes = {source: worker.routes[source] for source in sources}
 
 
-async def serve_with_progress(worker: Worker, progress: bool) -> None:
+async def serve_with_progress(worker: Worker, progress: bool, burst: bool) -> None:
     async def show() -> None:
         while True:
             await asyncio.sleep(PROGRESS_EVERY_S)
@@ -60,7 +61,7 @@ async def serve_with_progress(worker: Worker, progress: bool) -> None:
 
     shower = asyncio.create_task(show()) if progress else None
     try:
-        await worker.serve(install_signals=True)
+        await worker.serve(install_signals=True, burst=burst)
     finally:
         if shower is not None:
             shower.cancel()
@@ -79,9 +80,11 @@ async def serve_with_progress(worker: Worker, progress: bool) -> None:
 @click.option("--grace", type=click.FloatRange(min=0), default=None,
               help="Seconds running jobs get to finish after SIGTERM [default: the "
                    "worker's own].")
+@click.option("--burst", is_flag=True,
+              help="Stop once every queue served is empty and no job runs.")
 @click.option("--progress/--no-progress", default=None,
               help="A progress line on stderr [default: when stderr is a terminal].")
-def worker(target, url, concurrency, queues, grace, progress) -> None:
+def worker(target, url, concurrency, queues, grace, burst, progress) -> None:
     """Run the Worker at TARGET (module:attribute) until SIGTERM or SIGINT."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     running = load_worker(target)
@@ -95,7 +98,7 @@ def worker(target, url, concurrency, queues, grace, progress) -> None:
         keep_only(running, [name.strip() for name in queues.split(",") if name.strip()])
     if progress is None:
         progress = sys.stderr.isatty()
-    uvloop.run(serve_with_progress(running, progress))
+    uvloop.run(serve_with_progress(running, progress, burst))
     if running.threads_busy:
         logging.getLogger("disque_py.worker").warning(
             "handlers still running in threads after the grace: exiting without them")
