@@ -30,11 +30,12 @@ from disque_py.client.routing import NoNodeError
 from disque_py.client.serializers import JSON, RAW, Serializer
 from disque_py.client.sync import Client, Pipeline
 from disque_py.client.types import Hello, Job, JobInfo, Node, QueueStat
+from disque_py.client.worker import DeadLetter, Retry, Worker, WorkerStats
 
 __all__ = [
     "AckedError", "AsyncClient", "AsyncPipeline", "BadIdError", "Client", "CommandError",
-    "DisqueError", "Hello", "JSON", "Job", "JobInfo", "LeavingError", "LoadingError",
+    "DeadLetter", "DisqueError", "Hello", "JSON", "Job", "JobInfo", "LeavingError", "LoadingError",
     "MaxlenError", "MisconfError", "NoAuthError", "NoJobError", "NoNodeError", "NoReplError",
-    "Node", "OOMError", "PausedError", "Pipeline", "QueueStat", "RAW", "Serializer",
-    "TooLateError",
+    "Node", "OOMError", "PausedError", "Pipeline", "QueueStat", "RAW", "Retry", "Serializer",
+    "TooLateError", "Worker", "WorkerStats",
 ]

@@ -370,9 +370,13 @@ class Command:
     shown: list[str] | None   # the output the block shows, if it shows one
 
 
+HEREDOC = re.compile(r"<<-?\s*'?\"?(\w+)")
+
+
 def commands_of(text: str) -> list[Command]:
     """A sh block's commands: `$ ` lines with the output under them, or
-    lines joined until bash reads them as whole (a loop, a continuation)."""
+    lines joined until bash reads them as whole (a loop, a continuation, a
+    heredoc)."""
     lines = text.splitlines()
     if any(line.startswith("$ ") for line in lines):
         commands: list[Command] = []
@@ -389,10 +393,17 @@ def commands_of(text: str) -> list[Command]:
                 command.shown = None
         return commands
     commands, pending = [], []
+    heredoc_end = None
     for line in lines:
         if not pending and (not line.strip() or line.lstrip().startswith("#")):
             continue   # a blank line or a comment between commands
         pending.append(line)
+        if heredoc_end is None and (opened := HEREDOC.search(line)):
+            heredoc_end = opened.group(1)
+        if heredoc_end is not None:
+            if line != heredoc_end:
+                continue        # bash -n accepts a heredoc cut short: read to its end
+            heredoc_end = None
         if line.endswith("\\"):
             continue
         joined = "\n".join(pending)
