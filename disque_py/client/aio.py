@@ -103,7 +103,7 @@ class AsyncClient(AsyncCommands):
     async def _execute(self, call: commands.Call[T]) -> T:
         if not self._discovered:
             await self._discover()
-        attempts = len(self.routes.candidates())
+        failures = 0
         while True:
             address = self.routes.for_jobs(call.job_ids) if call.job_ids else self.routes.current
             pool = self._pools.get(address) or self._pool(address)
@@ -111,8 +111,8 @@ class AsyncClient(AsyncCommands):
                 connection = await pool.get_connection()
             except LOST:
                 self._lost(address)
-                attempts -= 1
-                if attempts <= 0:
+                failures += 1
+                if failures >= self.routes.known():
                     raise
                 continue
             try:
@@ -121,8 +121,8 @@ class AsyncClient(AsyncCommands):
             except ResponseError as error:
                 await pool.release(connection)
                 failure = translate(error)
-                attempts -= 1
-                if isinstance(failure, LeavingError) and attempts > 0:
+                failures += 1
+                if isinstance(failure, LeavingError) and failures < self.routes.known():
                     self._lost(address)
                     continue
                 raise failure from error
@@ -130,8 +130,8 @@ class AsyncClient(AsyncCommands):
                 await connection.disconnect()
                 await pool.release(connection)
                 self._lost(address)
-                attempts -= 1
-                if not call.retry_safe or attempts <= 0:
+                failures += 1
+                if not call.retry_safe or failures >= self.routes.known():
                     raise
                 continue
             except BaseException:             # cancelled mid-call: its reply may be unread

@@ -106,6 +106,10 @@ class Routes:
                       key=lambda address: self.down_until.get(address, 0.0))
         return up + down
 
+    def known(self) -> int:
+        """How many addresses the client knows (a call tries each once at most)."""
+        return len(set(self.order) | set(self.seeds))
+
     def best(self) -> Address:
         return self.candidates()[0]
 

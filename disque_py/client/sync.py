@@ -127,7 +127,7 @@ class Client(SyncCommands):
     def _execute(self, call: commands.Call[T]) -> T:
         if not self._discovered:
             self._discover()
-        attempts = len(self.routes.candidates())
+        failures = 0
         while True:
             address = self.routes.for_jobs(call.job_ids) if call.job_ids else self.routes.current
             pool = self._pools.get(address) or self._pool(address)
@@ -135,8 +135,8 @@ class Client(SyncCommands):
                 connection = pool.get_connection()
             except LOST:                                 # never sent: try the next node
                 self._lost(address)
-                attempts -= 1
-                if attempts <= 0:
+                failures += 1
+                if failures >= self.routes.known():
                     raise
                 continue
             try:
@@ -145,8 +145,8 @@ class Client(SyncCommands):
             except ResponseError as error:
                 pool.release(connection)
                 failure = translate(error)
-                attempts -= 1
-                if isinstance(failure, LeavingError) and attempts > 0:
+                failures += 1
+                if isinstance(failure, LeavingError) and failures < self.routes.known():
                     self._lost(address)
                     continue
                 raise failure from error
@@ -154,8 +154,8 @@ class Client(SyncCommands):
                 connection.disconnect()
                 pool.release(connection)
                 self._lost(address)
-                attempts -= 1
-                if not call.retry_safe or attempts <= 0:
+                failures += 1
+                if not call.retry_safe or failures >= self.routes.known():
                     raise
                 continue
             pool.release(connection)
