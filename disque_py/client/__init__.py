@@ -16,6 +16,9 @@ only talks to a cluster loads neither (tests/unit/test_client_layer.py).
     sync.py        Client and Pipeline; sync_api.py: their methods
     aio.py         AsyncClient and AsyncPipeline; async_api.py: theirs
     worker.py      Worker: handlers, batches, WORKING, clean stops
+    worker_parts.py  what handlers raise, the stats, the stop and its grace
+    dead_letter.py   a job to its dead-letter queue now, client-side
+    batch.py       a pipeline's round trip (hiredis reads the replies)
     serializers.py bodies as bytes, JSON (orjson), or your own
     errors.py      Disque's error prefixes as exception classes
 """
@@ -30,7 +33,8 @@ from disque_py.client.routing import NoNodeError
 from disque_py.client.serializers import JSON, RAW, Serializer
 from disque_py.client.sync import Client, Pipeline
 from disque_py.client.types import Hello, Job, JobInfo, Node, QueueStat
-from disque_py.client.worker import DeadLetter, Retry, Worker, WorkerStats
+from disque_py.client.worker import Worker
+from disque_py.client.worker_parts import DeadLetter, Retry, WorkerStats
 
 __all__ = [
     "AckedError", "AsyncClient", "AsyncPipeline", "BadIdError", "Client", "CommandError",

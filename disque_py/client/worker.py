@@ -25,8 +25,9 @@ What it promises, and how:
   redelivery.
 - **A stop loses nothing.** `stop()` (SIGTERM, SIGINT) fetches no more;
   jobs fetched meanwhile are NACKed unrun; running jobs get `grace`
-  seconds, then async ones are cancelled and every unfinished job is
-  NACKed; pending ACKs are sent before `run` returns.
+  seconds (a second stop, a second Ctrl-C, ends it at once), then async
+  ones are cancelled and every unfinished job is NACKed; pending ACKs are
+  sent before `run` returns.
 - Handlers are async functions (run on the loop) or plain functions (run
   in a thread pool of `concurrency` threads). A handler gets the Job, its
   body already read by the client's serializer.
@@ -38,10 +39,8 @@ import asyncio
 import logging
 import signal
 import threading
-import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import uvloop
@@ -52,10 +51,14 @@ from disque_py.client.dead_letter import dead_letter
 from disque_py.client.serializers import Serializer
 from disque_py.client.sync import Client
 from disque_py.client.types import Job
+from disque_py.client.worker_parts import (
+    DeadLetter, Handler, Retry, Route, Stopping, WorkerStats,
+)
+
+__all__ = ["DeadLetter", "Retry", "Worker", "WorkerStats"]
 
 log = logging.getLogger("disque_py.worker")
 
-Handler = Callable[[Job], Any]
 H = TypeVar("H", bound=Handler)
 
 DEFAULT_CONCURRENCY = 50
@@ -64,54 +67,6 @@ DEFAULT_GRACE_S = 30.0
 DEFAULT_KEEPALIVE_AFTER_S = 0.5
 # The least time between two WORKING of one job.
 MIN_KEEPALIVE_S = 0.5
-PATTERN_CHARS = frozenset("*?[\\")
-
-
-class Retry(Exception):
-    """Raise from a handler to put the job back after `delay` seconds
-    (NACK ... DELAY), without logging a failure."""
-
-    def __init__(self, delay: int | None = None) -> None:
-        super().__init__(f"retry in {delay} s" if delay is not None else "retry")
-        self.delay = delay
-
-
-class DeadLetter(Exception):
-    """Raise from a handler to move the job to its dead-letter queue now."""
-
-
-@dataclass(slots=True)
-class Route:
-    """A handler and the queue (or pattern) it serves."""
-
-    source: str
-    fn: Handler
-    is_async: bool
-    dead_on: tuple[type[BaseException], ...]
-
-    @property
-    def is_pattern(self) -> bool:
-        return not PATTERN_CHARS.isdisjoint(self.source)
-
-
-@dataclass
-class WorkerStats:
-    """What a worker did so far."""
-
-    started: float = field(default_factory=time.monotonic)
-    done: int = 0
-    failed: int = 0
-    dead: int = 0
-    running: int = 0
-
-    def rate(self) -> float:
-        """Jobs finished (done or failed) per second since the start."""
-        elapsed = time.monotonic() - self.started
-        return (self.done + self.failed) / elapsed if elapsed > 0 else 0.0
-
-    def line(self) -> str:
-        return (f"done {self.done}  failed {self.failed}  dead {self.dead}  "
-                f"running {self.running}  {self.rate():,.0f} jobs/s")
 
 
 class Worker:
@@ -377,8 +332,7 @@ class Worker:
     async def _finish_running(self) -> None:
         """After the stop: wait `grace` seconds for the running jobs, then
         cancel the rest (their callbacks NACK them)."""
-        if self._running:
-            await asyncio.wait(list(self._running.values()), timeout=self.grace)
+        await self._stopping.grace(list(self._running.values()), self.grace)
         late = list(self._running.items())
         for job_id, future in late:
             log.warning("job %s still running after the %.0f s grace: NACKed", job_id,
@@ -410,24 +364,3 @@ def _async_client(client: AsyncClient | Client | str | None,
     if isinstance(client, Client):
         return AsyncClient.from_settings(client.settings, client.codec)
     return AsyncClient(client, serializer=serializer)
-
-
-class Stopping:
-    """A worker's stop: a flag the fetchers poll, and an event to wait on."""
-
-    def __init__(self) -> None:
-        self.event = asyncio.Event()
-        self.acks_closed = False
-
-    def set(self) -> None:
-        self.event.set()
-
-    def is_set(self) -> bool:
-        return self.event.is_set()
-
-    async def sleep(self, seconds: float) -> None:
-        """Sleep, waking early on the stop."""
-        try:
-            await asyncio.wait_for(self.event.wait(), seconds)
-        except asyncio.TimeoutError:
-            pass
