@@ -26,8 +26,9 @@ What it promises, and how:
 - **A stop loses nothing.** `stop()` (SIGTERM, SIGINT) fetches no more;
   jobs fetched meanwhile are NACKed unrun; running jobs get `grace`
   seconds (a second stop, a second Ctrl-C, ends it at once), then async
-  ones are cancelled and every unfinished job is NACKed; pending ACKs are
-  sent before `run` returns.
+  ones are cancelled and NACKed; a plain one left running in its thread
+  is not NACKed (it would run twice at once) and returns after its RETRY.
+  Pending ACKs are sent before `run` returns.
 - Handlers are async functions (run on the loop) or plain functions (run
   in a thread pool of `concurrency` threads). A handler gets the Job, its
   body already read by the client's serializer.
@@ -254,7 +255,8 @@ class Worker:
         self._free += 1
         self._slot_freed.set()
         if future.cancelled():
-            self._spawn(self._nack(job, None))
+            if route.is_async:              # stopped for sure: it may run elsewhere now
+                self._spawn(self._nack(job, None))
             return
         error = future.exception()
         if error is None:
@@ -331,12 +333,16 @@ class Worker:
 
     async def _finish_running(self) -> None:
         """After the stop: wait `grace` seconds for the running jobs, then
-        cancel the rest (their callbacks NACK them)."""
+        cancel the rest. An async job cancelled is NACKed (its callback does
+        it); a plain one cannot be stopped, so it is not: NACKed, it could
+        run elsewhere while its thread runs on here. It returns after its
+        RETRY, once this process (which should exit) sends no WORKING."""
         await self._stopping.grace(list(self._running.values()), self.grace)
         late = list(self._running.items())
         for job_id, future in late:
-            log.warning("job %s still running after the %.0f s grace: NACKed", job_id,
-                        self.grace)
+            log.warning("job %s still running after the %.0f s grace: %s", job_id, self.grace,
+                        "cancelled and NACKed" if isinstance(future, asyncio.Task) else
+                        "its thread runs on, the job returns after its RETRY")
             future.cancel()
         if late:
             await asyncio.wait([future for _, future in late])
