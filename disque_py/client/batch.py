@@ -3,15 +3,20 @@ written in one send, then every reply read back, in order.
 
 redis-py's read_response costs a few microseconds of Python per reply,
 which would be most of a pipelined ADDJOB's cost. With hiredis installed,
-the replies are read straight from the connection's socket into one
-hiredis.Reader (the connection holds no unread bytes once the pool hands
-it out, so nothing is skipped); without hiredis, read_response reads each.
+the calls are packed by hiredis and written in slices, and the replies
+are read straight from the connection's socket into one hiredis.Reader
+(the connection holds no unread bytes once the pool hands it out, so
+nothing is skipped), between slices as they come; without hiredis,
+redis-py packs them and read_response reads each.
 An error reply comes back as a ResponseError in its place; a lost
 connection raises.
 """
 
 from __future__ import annotations
 
+import select
+import socket
+import ssl
 from collections.abc import Sequence
 from typing import Any
 
@@ -27,6 +32,9 @@ except ImportError:
 
 Args = Sequence[Any]
 READ_CHUNK = 256 * 1024
+# Commands per write: small enough that the server starts on the first ones
+# while the next are packed, large enough that a write costs little each.
+SLICE = 64
 # hiredis answers this, not a reply, when it needs more bytes (a reply can be
 # False under RESP3, so False cannot say it).
 _MORE = object()
@@ -37,22 +45,33 @@ def exchange(connection: Connection, commands: Sequence[Args]) -> list[Any]:
     sock = getattr(connection, "_sock", None)
     if not HAVE_HIREDIS or sock is None:
         return _exchange_redis_py(connection, commands)
-    sock.sendall(b"".join([hiredis.pack_command(tuple(args)) for args in commands]))
     reader = hiredis.Reader(notEnoughData=_MORE)
     replies: list[Any] = []
-    wanted = len(commands)
-    while len(replies) < wanted:
-        reply = reader.gets()
-        if reply is _MORE:
-            received = sock.recv(READ_CHUNK)
-            if not received:
-                raise RedisConnectionError("Connection closed by server.")
-            reader.feed(received)
-        elif isinstance(reply, hiredis.ReplyError):
-            replies.append(ResponseError(str(reply)))
-        else:
-            replies.append(reply)
+    # On a plain TCP socket, replies already there are read between writes,
+    # so the server works on one slice while the next is packed. (Not on TLS:
+    # a readable socket may hold half a TLS record, and reading would block.)
+    readable = None if isinstance(sock, ssl.SSLSocket) else select.poll()
+    if readable is not None:
+        readable.register(sock, select.POLLIN)
+    pack = hiredis.pack_command
+    for start in range(0, len(commands), SLICE):
+        sock.sendall(b"".join([pack(tuple(args)) for args in commands[start:start + SLICE]]))
+        while readable is not None and readable.poll(0):
+            _read(sock, reader, replies)
+    while len(replies) < len(commands):
+        _read(sock, reader, replies)
     return replies
+
+
+def _read(sock: socket.socket, reader: hiredis.Reader, replies: list[Any]) -> None:
+    """One recv into the reader, and every reply it completes."""
+    received = sock.recv(READ_CHUNK)
+    if not received:
+        raise RedisConnectionError("Connection closed by server.")
+    reader.feed(received)
+    while (reply := reader.gets()) is not _MORE:
+        replies.append(ResponseError(str(reply)) if isinstance(reply, hiredis.ReplyError)
+                       else reply)
 
 
 def _exchange_redis_py(connection: Connection, commands: Sequence[Args]) -> list[Any]:
