@@ -5,6 +5,9 @@ A URL names one node or several, comma separated:
     disque://host[:port][,host[:port]...][?option=value&...]
     disques://[user:]password@host:port,...        TLS (the ssl module)
 
+A password is sent with AUTH (HELLO 3 AUTH under RESP3); Disque has no
+users, so a user name in the URL is ignored.
+
 Port 7711 by default. The query takes redis-py's connection options
 (`socket_timeout`, `ssl_ca_certs`, `ssl_cert_reqs`, `protocol`, ...), as
 redis-py reads them from its own URLs. Keyword arguments given to the
@@ -77,12 +80,10 @@ def settings_from(url: str | None, nodes: Sequence[str | Address] | None,
     for key in _NOT_CONNECTION_OPTIONS:
         url_options.pop(key, None)
     if userinfo:
+        # Disque has no users, only requirepass: a user name is dropped, as
+        # redis-py would send AUTH user password, which Disque refuses.
         user, has_password, password = userinfo.partition(":")
-        if has_password:
-            url_options["username"] = unquote(user) or None
-            url_options["password"] = unquote(password)
-        else:
-            url_options["password"] = unquote(user)
+        url_options["password"] = unquote(password if has_password else user)
     addresses = [parse_address(host) for host in hosts.split(",") if host.strip()]
     for node in nodes or ():
         address = parse_address(node) if isinstance(node, str) else (node[0], int(node[1]))
