@@ -7,6 +7,7 @@ Its routing state is changed only from the event loop's thread.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from types import TracebackType
@@ -58,8 +59,16 @@ class AsyncClient(AsyncCommands):
         self.routes = Routes(settings.addresses, clock)
         self._pools: dict[Address, ConnectionPool] = {}
         self._discovered = False
+        self._socket_timeout: float | None = settings.options.get("socket_timeout")
 
     # ------------------------------------------------------------ plumbing
+
+    def _blocking_timeout(self, call: commands.Call[Any]) -> float:
+        """sync.Client's rule; redis-py's asyncio reads take math.inf for
+        "no timeout" where its blocking ones take None."""
+        if not call.blocks_ms or self._socket_timeout is None:
+            return math.inf
+        return self._socket_timeout + call.blocks_ms / 1000
 
     def _pool(self, address: Address) -> ConnectionPool:
         pool = self._pools.get(address)
@@ -117,7 +126,10 @@ class AsyncClient(AsyncCommands):
                 continue
             try:
                 await connection.send_command(*call.args)
-                reply = await connection.read_response()
+                if call.blocks_ms is None or self._socket_timeout is None:
+                    reply = await connection.read_response()
+                else:
+                    reply = await connection.read_response(timeout=self._blocking_timeout(call))
             except ResponseError as error:
                 await pool.release(connection)
                 failure = translate(error)

@@ -6,7 +6,8 @@ A builder returns a `Call`: the command's words, the function that makes
 the typed answer from redis-py's parsed reply, the job IDs it names (the
 client routes a call on them to the node that made the jobs), whether it
 is safe to send again on another node after a lost connection, and whether
-its answer is jobs handed out (the client counts their producers). The
+its answer is jobs handed out (the client counts their producers), and
+how long the server may wait before it answers. The
 server checks every value; the client only builds the words, so a bad
 value gets the server's own error.
 """
@@ -35,16 +36,20 @@ DEFAULT_ADD_TIMEOUT_MS = 5000
 class Call(Generic[T]):
     """One command: its words, and how its reply becomes the answer."""
 
-    __slots__ = ("args", "parse", "job_ids", "retry_safe", "hands_out")
+    __slots__ = ("args", "parse", "job_ids", "retry_safe", "hands_out", "blocks_ms")
 
     def __init__(self, args: tuple[Arg, ...], parse: Callable[[Any, Serializer], T],
                  job_ids: Sequence[str] = (), retry_safe: bool = True,
-                 hands_out: bool = False) -> None:
+                 hands_out: bool = False, blocks_ms: int | None = None) -> None:
         self.args = args
         self.parse = parse
         self.job_ids = job_ids
         self.retry_safe = retry_safe
         self.hands_out = hands_out
+        # How long the server may hold the reply back (GETJOB, WAITJOB,
+        # QWAIT): 0 for as long as it takes; None for a call that answers
+        # at once. The client's socket timeout is stretched by as much.
+        self.blocks_ms = blocks_ms
 
 
 def name(text: str | bytes) -> bytes:
@@ -146,7 +151,8 @@ def get(queues: Sequence[str], count: int | None = None, timeout: int | None = N
     else:
         args.append(b"FROM")
         args += [name(queue) for queue in queues]
-    return Call(tuple(args), parse_jobs, hands_out=True)
+    return Call(tuple(args), parse_jobs, hands_out=True,
+                blocks_ms=None if nohang else timeout or 0)
 
 
 # ---------------------------------------------------------- job commands
@@ -216,7 +222,7 @@ def wait(job_ids: Sequence[str], timeout: int | None = None) -> Call[list[str]]:
     expired, unknown or pending."""
     ids = _ids(job_ids)
     tail: tuple[Arg, ...] = () if timeout is None else (b"TIMEOUT", timeout)
-    return Call((b"WAITJOB", *ids, *tail), parse_statuses, ids)
+    return Call((b"WAITJOB", *ids, *tail), parse_statuses, ids, blocks_ms=timeout or 0)
 
 
 # -------------------------------------------------------- queue commands
@@ -240,7 +246,7 @@ def qwait(queue: str, timeout: int | None = None) -> Call[bool]:
     """QWAIT: block until the node holds no unacknowledged job of `queue`;
     False when `timeout` (ms) came first."""
     tail: tuple[Arg, ...] = () if timeout is None else (b"TIMEOUT", timeout)
-    return Call((b"QWAIT", name(queue), *tail), parse_truth)
+    return Call((b"QWAIT", name(queue), *tail), parse_truth, blocks_ms=timeout or 0)
 
 
 def qrequeue(dead_queue: str, to: str | None = None, count: int | None = None) -> Call[int]:
