@@ -10,13 +10,14 @@ figures, a timeout is a few milliseconds.
 
 from __future__ import annotations
 
+import threading
 import time
 
 import pytest
 
 from disque_py.client import BadIdError, Job, MaxlenError, PausedError
-from tests.client_support import unique
-from tests.support import RawClient
+from tests.client_support import KINDS, unique
+from tests.support import HOST, RawClient, wait_for
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -157,13 +158,35 @@ def test_get_takes_queue_names_or_a_pattern_never_both_nor_neither(dq, queues, p
         dq.get(*queues, pattern=pattern)
 
 
-def test_get_waits_past_the_socket_timeout_for_its_own(make_client, module_server, queue):
-    """A GETJOB that blocks longer than the connection's socket timeout
-    (redis-py's default is 5 s) is still answered: the wait is the call's."""
-    client = make_client(f"disque://127.0.0.1:{module_server.port}", socket_timeout=0.1)
-    assert client.ping()
-    assert client.get(queue, timeout=300) == []
-    assert client.qwait(queue, timeout=1) is True
+def test_blocking_calls_wait_past_the_socket_timeout_for_their_own(make_client,
+                                                                    module_server, queue):
+    """GETJOB, WAITJOB and QWAIT blocking longer than the connection's
+    socket timeout (redis-py's default is 5 s) are answered at their own
+    timeout, not cut as a lost connection."""
+    client = make_client(f"disque://{HOST}:{module_server.port}", socket_timeout=0.05)
+    assert client.get(queue, timeout=150) == []
+    job_id = client.add(queue, b"body")
+    assert client.wait([job_id], timeout=150) == ["pending"]
+    assert client.qwait(queue, timeout=150) is False
+
+
+@pytest.mark.parametrize("flavour", KINDS, ids=lambda flavour: flavour.id)
+def test_get_without_a_timeout_waits_until_a_job_comes(make_client, module_server, view,
+                                                       queue):
+    client = make_client(f"disque://{HOST}:{module_server.port}", socket_timeout=0.05)
+    client.ping()
+
+    def add_once_the_getter_waited():
+        wait_for(lambda: view.execute_command("QSTAT", queue) is not None
+                 and view.execute_command("QSTAT", queue)[9] == 1, message="a blocked getter")
+        waited_until = time.monotonic() + 0.2                # 4 socket timeouts
+        wait_for(lambda: time.monotonic() > waited_until)
+        view.execute_command("ADDJOB", queue, b"late", 0)
+    producer = threading.Thread(target=add_once_the_getter_waited, daemon=True)
+    producer.start()
+    [job] = client.get(queue)
+    producer.join()
+    assert job.body == b"late"
 
 
 # ------------------------------------------------------------ job commands
