@@ -14,11 +14,10 @@ from types import TracebackType
 from typing import Any, TypeVar, cast
 
 from redis.asyncio.connection import Connection, ConnectionPool, SSLConnection
-from redis.exceptions import ResponseError
 
 from disque_py.client import commands
 from disque_py.client.async_api import AsyncCommands
-from disque_py.client.errors import LeavingError, translate
+from disque_py.client.errors import MOVE_ON, REFUSED, translate
 from disque_py.client.replies import ScanPage
 from disque_py.client.routing import Address, NoNodeError, Routes
 from disque_py.client.serializers import Serializer, serializer_for
@@ -99,6 +98,13 @@ class AsyncClient(AsyncCommands):
                     raise
                 finally:
                     await pool.release(connection)
+            except REFUSED as refused:              # answered, with a no
+                failure = translate(refused)
+                if not isinstance(failure, MOVE_ON):
+                    raise failure from refused
+                error = failure
+                self._lost(address)
+                continue
             except LOST as lost:
                 error = lost
                 self._lost(address)
@@ -118,6 +124,8 @@ class AsyncClient(AsyncCommands):
             pool = self._pools.get(address) or self._pool(address)
             try:
                 connection = await pool.get_connection()
+            except REFUSED as error:                     # AUTH or HELLO 3 refused
+                raise translate(error) from error
             except LOST:
                 self._lost(address)
                 failures += 1
@@ -130,11 +138,11 @@ class AsyncClient(AsyncCommands):
                     reply = await connection.read_response()
                 else:
                     reply = await connection.read_response(timeout=self._blocking_timeout(call))
-            except ResponseError as error:
+            except REFUSED as error:
                 await pool.release(connection)
                 failure = translate(error)
                 failures += 1
-                if isinstance(failure, LeavingError) and failures < self.routes.known():
+                if isinstance(failure, MOVE_ON) and failures < self.routes.known():
                     self._lost(address)
                     continue
                 raise failure from error
@@ -236,7 +244,7 @@ class AsyncPipeline(AsyncCommands):
             for call in calls:
                 try:
                     results.append(call.parse(await connection.read_response(), self.codec))
-                except ResponseError as error:
+                except REFUSED as error:
                     results.append(translate(error))
                     continue
                 if call.hands_out:

@@ -11,7 +11,7 @@ through as redis-py raises them.
 
 from __future__ import annotations
 
-from redis.exceptions import ResponseError
+from redis.exceptions import AuthenticationError, BusyLoadingError, RedisError, ResponseError
 
 from disque_py.base.errors import (
     AckedError, BadIdError, CommandError, DeniedError, DisqueError, LeavingError,
@@ -25,8 +25,16 @@ __all__ = [
     "AckedError", "BadIdError", "CommandError", "DeniedError", "DisqueError",
     "LeavingError", "LoadingError", "MaxlenError", "MisconfError", "NoAuthError",
     "NoJobError", "NoProtoError", "NoReplError", "OOMError", "OutOfMemoryError",
-    "PausedError", "TooLateError", "WrongPassError", "translate",
+    "PausedError", "TooLateError", "WrongPassError", "MOVE_ON", "REFUSED", "translate",
 ]
+
+# What redis-py raises for an error reply: a ResponseError, or for the
+# prefixes it takes for trouble with the connection (NOAUTH, WRONGPASS,
+# ERR invalid password, LOADING) a subclass of its ConnectionError, which
+# must not be taken for a lost node: the node answered.
+REFUSED = (ResponseError, AuthenticationError, BusyLoadingError)
+# Refusals after which another node may serve the call: the node did nothing.
+MOVE_ON = (LeavingError, LoadingError)
 
 _BY_PREFIX: dict[str, type[DisqueError]] = {
     cls.prefix.decode(): cls
@@ -36,7 +44,7 @@ _BY_PREFIX: dict[str, type[DisqueError]] = {
 }
 
 
-def translate(error: ResponseError) -> DisqueError:
+def translate(error: RedisError) -> DisqueError:
     """The Disque error class of a reply redis-py raised as `error`.
 
     redis-py strips the prefixes it knows (ERR, OOM, LOADING, NOAUTH,

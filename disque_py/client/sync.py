@@ -9,8 +9,11 @@ A call whose connection is refused goes to the next node. One whose
 connection drops after it was sent is sent again elsewhere only when that
 is safe (commands.Call.retry_safe: not ADDJOB without DEDUP, not
 QREQUEUE); otherwise redis.ConnectionError reaches the caller, and the
-next call goes to the next node. A -LEAVING answer (the node is leaving
-the cluster and did nothing) sends the call to another node.
+next call goes to the next node. A -LEAVING or -LOADING answer (the node
+is leaving the cluster, or loading its AOF, and did nothing) sends the
+call to another node; other error answers raise their class (errors.py),
+NOAUTH and WRONGPASS included, though redis-py raises those as
+ConnectionError subclasses.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from disque_py.client import commands
 from disque_py.client.batch import exchange
-from disque_py.client.errors import LeavingError, translate
+from disque_py.client.errors import MOVE_ON, REFUSED, translate
 from disque_py.client.replies import ScanPage
 from disque_py.client.routing import Address, NoNodeError, Routes
 from disque_py.client.serializers import Serializer, serializer_for
@@ -109,6 +112,13 @@ class Client(SyncCommands):
         for address in self.routes.candidates():
             try:
                 reply = self._send(address, call.args)
+            except REFUSED as refused:              # answered, with a no
+                failure = translate(refused)
+                if not isinstance(failure, MOVE_ON):
+                    raise failure from refused
+                error = failure
+                self._lost(address)
+                continue
             except LOST as lost:
                 error = lost
                 self._lost(address)
@@ -141,6 +151,8 @@ class Client(SyncCommands):
             pool = self._pools.get(address) or self._pool(address)
             try:
                 connection = pool.get_connection()
+            except REFUSED as error:                     # AUTH or HELLO 3 refused
+                raise translate(error) from error
             except LOST:                                 # never sent: try the next node
                 self._lost(address)
                 failures += 1
@@ -153,11 +165,11 @@ class Client(SyncCommands):
                     reply = connection.read_response()
                 else:                                   # None: no timeout for this read
                     reply = connection.read_response(timeout=self._blocking_timeout(call))
-            except ResponseError as error:
+            except REFUSED as error:
                 pool.release(connection)
                 failure = translate(error)
                 failures += 1
-                if isinstance(failure, LeavingError) and failures < self.routes.known():
+                if isinstance(failure, MOVE_ON) and failures < self.routes.known():
                     self._lost(address)
                     continue
                 raise failure from error
