@@ -16,6 +16,7 @@ client add to the URL's and win over them; `nodes=` adds addresses.
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,6 +27,7 @@ from redis.connection import parse_url as redis_url_options
 from disque_py.client.routing import Address
 
 DEFAULT_PORT = 7711
+MAX_PORT = 65535
 SCHEMES = {"disque": "redis", "disques": "rediss"}
 DEFAULT_URL = "disque://127.0.0.1:7711"
 # Disque has one database and no CLIENT SETINFO: redis-py must not send them.
@@ -47,19 +49,35 @@ class Settings:
 
 
 def parse_address(text: str) -> Address:
-    """host, host:port, [v6], or [v6]:port."""
+    """host, host:port, [v6], [v6]:port, or a bare IPv6 address (port 7711)."""
     text = text.strip()
+    port: str | None = None
     if text.startswith("["):
-        host, _, rest = text[1:].partition("]")
-        port = rest[1:] if rest.startswith(":") else ""
+        host, bracket, rest = text[1:].partition("]")
+        if not bracket or rest[:1] not in ("", ":"):
+            raise ValueError(f"bad node address {text!r}: an IPv6 one is [address]:port")
+        port = rest[1:] if rest else None
+    elif text.count(":") == 1:
+        host, _, port = text.partition(":")
     else:
-        host, _, port = text.rpartition(":") if text.count(":") == 1 else (text, "", "")
+        host = text
+        if ":" in host and not _is_ipv6(host):
+            raise ValueError(f"bad node address {text!r}: host:port, or [address]:port "
+                             f"for IPv6")
     if not host:
         raise ValueError(f"no host in node address {text!r}")
+    if port is None:
+        return host, DEFAULT_PORT
+    if not (port.isascii() and port.isdigit()) or not 0 < int(port) <= MAX_PORT:
+        raise ValueError(f"bad port in node address {text!r}: 1 to {MAX_PORT}")
+    return host, int(port)
+
+
+def _is_ipv6(text: str) -> bool:
     try:
-        return host, int(port) if port else DEFAULT_PORT
+        return ipaddress.ip_address(text).version == 6
     except ValueError:
-        raise ValueError(f"bad port in node address {text!r}") from None
+        return False
 
 
 def settings_from(url: str | None, nodes: Sequence[str | Address] | None,
