@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterator, Sequence
 from types import TracebackType
 from typing import Any, TypeVar, cast
 
+from redis._parsers import _HiredisParser
 from redis.connection import Connection, ConnectionPool, SSLConnection
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
@@ -42,6 +43,21 @@ from disque_py.client.types import JobInfo
 T = TypeVar("T")
 # What a lost connection looks like from redis-py and the socket below it.
 LOST = (RedisConnectionError, RedisTimeoutError, OSError)
+
+
+class TlsConnection(SSLConnection):
+    """redis-py's SSLConnection, whose readiness TLS decides. Before a
+    pooled connection is used, redis-py asks whether it holds unread data;
+    its hiredis parser (8.1) asks the raw socket, where a TLS 1.3 session
+    ticket the server sends just after the handshake looks like data, so
+    the pool drops a fresh connection, and after a second one gives up with
+    ConnectionError. Reading through TLS first consumes the ticket (and
+    hands any real data to the parser)."""
+
+    def can_read(self, timeout: float = 0) -> bool:
+        if self._sock is not None and isinstance(self._parser, _HiredisParser):
+            self._parser.read_from_socket(timeout=timeout, raise_on_timeout=False)
+        return bool(super().can_read(0))
 
 
 class Client(SyncCommands):
@@ -94,7 +110,7 @@ class Client(SyncCommands):
             with self._lock:
                 pool = self._pools.get(address)
                 if pool is None:
-                    cls = SSLConnection if self.settings.tls else Connection
+                    cls = TlsConnection if self.settings.tls else Connection
                     pool = ConnectionPool(connection_class=cls,
                                           **self.settings.connection_options(address))
                     self._pools[address] = pool
