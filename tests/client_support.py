@@ -109,18 +109,20 @@ class ClientMaker:
 
     def __init__(self, flavour: Flavour) -> None:
         self.flavour = flavour
-        self.loop = asyncio.new_event_loop() if flavour.kind == "async" else None
         self.made: list[Any] = []
+        self.loops: list[asyncio.AbstractEventLoop] = []
 
     def __call__(self, url: str | None = None, **kwargs: Any) -> Any:
+        """A client; an asyncio one on an event loop of its own, so that
+        clients may be driven from several threads at once."""
         options = {**self.flavour.options(), **kwargs}
-        if self.loop is None:
+        if self.flavour.kind == "sync":
             client = Client(url, **options)
-            self.made.append(client)
-            return client
-        made = Blocking(AsyncClient(url, **options), self.loop)
-        self.made.append(made)
-        return made
+        else:
+            self.loops.append(asyncio.new_event_loop())
+            client = Blocking(AsyncClient(url, **options), self.loops[-1])
+        self.made.append(client)
+        return client
 
     def close(self) -> None:
         for client in self.made:
@@ -128,5 +130,5 @@ class ClientMaker:
                 client.close()
             except Exception:
                 pass
-        if self.loop is not None:
-            self.loop.close()
+        for loop in self.loops:
+            loop.close()
