@@ -104,6 +104,18 @@ async def _collect(iterator: Any) -> list[Any]:
     return [item async for item in iterator]
 
 
+def connection_in_use(client: Any) -> Any:
+    """A connection of the client's pool to its current node (given back)."""
+    pool = client._pools[client.routes.current]
+    if isinstance(client, Blocking):
+        connection = client.run(pool.get_connection())
+        client.run(pool.release(connection))
+    else:
+        connection = pool.get_connection()
+        pool.release(connection)
+    return connection
+
+
 class ClientMaker:
     """Makes the clients of one flavour for a test, and closes them after."""
 
@@ -121,6 +133,16 @@ class ClientMaker:
         else:
             self.loops.append(asyncio.new_event_loop())
             client = Blocking(AsyncClient(url, **options), self.loops[-1])
+        self.made.append(client)
+        return client
+
+    def from_settings(self, settings: Any, **kwargs: Any) -> Any:
+        """A client made by the flavour's class from another's settings."""
+        if self.flavour.kind == "sync":
+            client = Client.from_settings(settings, **kwargs)
+        else:
+            self.loops.append(asyncio.new_event_loop())
+            client = Blocking(AsyncClient.from_settings(settings, **kwargs), self.loops[-1])
         self.made.append(client)
         return client
 

@@ -355,3 +355,6 @@ def test_pause_sets_and_reads_the_state_and_in_refuses_jobs(dq, queue):
         dq.add(queue, b"body")
     assert dq.pause(queue, "none") == "none"
     dq.add(queue, b"body")
+    assert dq.pause(queue, "out", bcast=True) == "out"      # every node: this one here
+    assert dq.get(queue, nohang=True) == [] and dq.qlen(queue) == 1
+    assert dq.pause(queue, "none") == "none"

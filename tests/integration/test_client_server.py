@@ -25,7 +25,7 @@ from disque_py.client import (
 from disque_py.client import errors
 from disque_py.client.sync import TlsConnection
 from disque_py.tools.pki import Pki
-from tests.client_support import KINDS, unique
+from tests.client_support import KINDS, connection_in_use, unique
 from tests.support import HOST, ServerProcess, free_port, wait_for
 
 pytestmark = pytest.mark.timeout(60)
@@ -53,6 +53,8 @@ def test_qscan_reads_every_page_and_filters_by_length(dq, view):
     assert set(short + [long_queue]) <= set(dq.qscan(count=1))
     assert [name for name in dq.qscan(count=1, minlen=3) if name.startswith(prefix)] \
         == [long_queue]
+    assert set(name for name in dq.qscan(count=1, maxlen=1) if name.startswith(prefix)) \
+        == set(short)
 
 
 def test_jscan_reads_every_page_of_a_queue_and_filters_by_state(dq, view, queue):
@@ -74,6 +76,31 @@ def test_jscan_info_describes_each_job_as_show_does(dq, queue):
     [same] = [info for info in infos if info.id == ids[0]]
     assert (same.queue, same.state, same.ctime) == (shown.queue, shown.state, shown.ctime)
     assert 0 <= same.ttl - shown.ttl <= 1        # seconds left, read a moment apart
+
+
+# ------------------------------------------------------------- the cells
+
+def test_each_cell_speaks_its_protocol_through_its_parser(dq, flavour):
+    reply = dq.execute_command("CONFIG", "GET", "maxmemory-policy")
+    assert reply == ({b"maxmemory-policy": b"acks"} if flavour.protocol == 3
+                     else [b"maxmemory-policy", b"acks"])
+    connection = connection_in_use(dq)
+    assert type(connection._parser) is flavour.parser
+    assert connection.protocol == flavour.protocol
+
+
+def test_a_closed_client_lets_its_connections_go_and_connects_again(make_client, view,
+                                                                      module_server):
+    connected = lambda: int(view.info("clients")["connected_clients"])    # noqa: E731
+    before = connected()
+    with make_client(f"disque://{HOST}:{module_server.port}") as client:
+        assert client.ping()
+        assert connected() == before + 1
+    wait_for(lambda: connected() == before, message="the connection closed")
+    assert client.ping()                                 # connects again when used
+    same_nodes = make_client.from_settings(client.settings, serializer="json")
+    assert same_nodes.routes.seeds == client.routes.seeds
+    assert same_nodes.qpeek(unique(), 1) == [] and same_nodes.codec.loads(b"[1]") == [1]
 
 
 # -------------------------------------------------------- server commands
