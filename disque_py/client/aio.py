@@ -86,7 +86,7 @@ class AsyncClient(AsyncCommands):
         """HELLO on the best reachable node: learn the cluster's nodes."""
         error: BaseException | None = None
         call = commands.hello()
-        for address in self.routes.candidates():
+        for address in self.routes.discovery_order():
             pool = self._pool(address)
             try:
                 connection = await pool.get_connection()

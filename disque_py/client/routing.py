@@ -113,6 +113,16 @@ class Routes:
     def best(self) -> Address:
         return self.candidates()[0]
 
+    def discovery_order(self) -> list[Address]:
+        """Where to ask HELLO again: the current node first while it is not
+        left aside (the client learns anew after any lost node, and must
+        not leave a node it chose for a failure elsewhere), then the rest."""
+        candidates = self.candidates()
+        if self.current in candidates and not self.is_down(self.current):
+            candidates.remove(self.current)
+            candidates.insert(0, self.current)
+        return candidates
+
     # ------------------------------------------------------------ routing
 
     def for_jobs(self, job_ids: Iterable[str]) -> Address:

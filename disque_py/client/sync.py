@@ -125,7 +125,7 @@ class Client(SyncCommands):
         """HELLO on the best reachable node: learn the cluster's nodes."""
         error: BaseException | None = None
         call = commands.hello()
-        for address in self.routes.candidates():
+        for address in self.routes.discovery_order():
             try:
                 reply = self._send(address, call.args)
             except REFUSED as refused:              # answered, with a no

@@ -196,6 +196,17 @@ def test_a_consumer_moves_to_the_node_producing_its_jobs(cluster, make_client):
     assert [a["getjob"] - b["getjob"] for a, b in zip(after, before)] == [0, 1, 0]
 
 
+def test_a_node_lost_elsewhere_leaves_the_client_on_its_node(cluster, make_client):
+    """A job call fails on its dead producer and goes on on the current
+    node; the client learns the cluster anew, staying on the node it chose."""
+    client = client_of(make_client, cluster[0])
+    job_id = call(cluster[2], "ADDJOB", unique(), b"body", 5000, "REPLICATE", 3).decode()
+    client.routes.current = address(cluster[1])          # as a consumer's move would
+    cluster[2].kill()
+    assert client.show(job_id).body == b"body"            # node 1's copy
+    assert client.ping() and client.routes.current == address(cluster[1])
+
+
 def test_ack_show_and_working_go_to_the_node_that_made_the_job(cluster, make_client):
     client = client_of(make_client, cluster[0])
     queue = unique()

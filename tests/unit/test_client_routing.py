@@ -140,6 +140,14 @@ def test_before_hello_the_seeds_are_the_candidates(clock):
     assert routes.candidates() == [C, B] and routes.current == C
 
 
+def test_hello_is_asked_again_of_the_current_node_first_while_it_is_up(routes):
+    routes.current = C
+    routes.failed(B)
+    assert routes.discovery_order() == [C, SEED, B]
+    routes.failed(C)                                     # then the best other
+    assert routes.current == SEED and routes.discovery_order() == [SEED, B, C]
+
+
 # ------------------------------------------------------------- for_jobs
 
 def test_jobs_of_one_known_producer_go_to_it(routes):
