@@ -101,7 +101,7 @@ def add(codec: Serializer, queue: str, body: Any, options: AddOptions) -> Call[s
     args: tuple[Arg, ...] = (b"ADDJOB", name(queue), codec.dumps(body), timeout)
     if len(options) > ("timeout" in options):
         args += _add_options(options)
-    return Call(args, parse_id, retry_safe="dedup" in options)
+    return Call(args, parse_id, retry_safe=options.get("dedup") is not None)
 
 
 def _add_options(options: AddOptions) -> tuple[Arg, ...]:

@@ -105,3 +105,28 @@ def test_serializers_by_name_or_object():
         RAW.dumps({"a": 1})
     with pytest.raises(ValueError):
         serializer_for("yaml")
+
+
+@pytest.mark.parametrize("options, safe", [
+    ({}, False),
+    ({"dedup": "order-17"}, True),
+    ({"dedup": b""}, True),                   # an empty key is a key
+    ({"dedup": None}, False),                 # no DEDUP sent: a resend could add twice
+    ({"dedup": None, "window": None, "retry": 5}, False),
+])
+def test_an_add_is_sent_again_only_with_a_dedup_key(options, safe):
+    call = commands.add(RAW, "q", b"body", options)
+    assert call.retry_safe is safe
+    assert (b"DEDUP" in call.args) is safe
+
+
+@pytest.mark.parametrize("call, blocks_ms", [
+    (commands.get(["q"]), 0),                           # 0: for as long as it takes
+    (commands.get(["q"], timeout=250), 250),
+    (commands.get(["q"], nohang=True), None),
+    (commands.wait(["D-1"], timeout=1500), 1500),
+    (commands.qwait("q"), 0),
+    (commands.qlen("q"), None),
+])
+def test_a_call_the_server_may_hold_says_for_how_long(call, blocks_ms):
+    assert call.blocks_ms == blocks_ms
