@@ -222,3 +222,15 @@ def test_ack_show_and_working_go_to_the_node_that_made_the_job(cluster, make_cli
             for a, b in zip(after, before)] == \
         [dict.fromkeys(commands, 0), dict.fromkeys(commands, 1), dict.fromkeys(commands, 0)]
     assert client.routes.current == address(cluster[0])
+
+
+def test_a_consumer_on_a_leaving_node_goes_on_on_another(cluster, make_client):
+    """A leaving node answers a GETJOB it cannot serve at once with
+    -LEAVING: it did nothing, so the call goes to another node."""
+    consumer = client_of(make_client, cluster[0])
+    assert call(cluster[0], "CLUSTER", "LEAVING", "yes") == b"OK"
+    try:
+        assert consumer.get(unique(), timeout=100) == []
+    finally:
+        assert call(cluster[0], "CLUSTER", "LEAVING", "no") == b"OK"
+    assert consumer.routes.current != address(cluster[0])
