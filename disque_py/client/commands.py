@@ -47,7 +47,7 @@ class Call(Generic[T]):
         self.retry_safe = retry_safe
         self.hands_out = hands_out
         # How long the server may hold the reply back (GETJOB, WAITJOB,
-        # QWAIT): 0 for as long as it takes; None for a call that answers
+        # QWAIT, ADDJOB waiting for its copies): 0 for as long as it takes; None for a call that answers
         # at once. The client's socket timeout is stretched by as much.
         self.blocks_ms = blocks_ms
 
@@ -101,7 +101,8 @@ def add(codec: Serializer, queue: str, body: Any, options: AddOptions) -> Call[s
     args: tuple[Arg, ...] = (b"ADDJOB", name(queue), codec.dumps(body), timeout)
     if len(options) > ("timeout" in options):
         args += _add_options(options)
-    return Call(args, parse_id, retry_safe=options.get("dedup") is not None)
+    return Call(args, parse_id, retry_safe=options.get("dedup") is not None,
+                blocks_ms=None if options.get("async_") else timeout)
 
 
 def _add_options(options: AddOptions) -> tuple[Arg, ...]:

@@ -17,6 +17,7 @@ import threading
 import pytest
 import redis
 
+from disque_py.client import NoReplError
 from disque_py.client.types import producer_of
 from tests.client_support import KINDS, ClientMaker, unique
 from tests.cluster.harness import call, info, poll
@@ -35,13 +36,13 @@ def trio(make_cluster):
 
 @pytest.fixture
 def cluster(trio):
-    """The module's cluster, whole again after the test (killed nodes restarted)."""
+    """The module's cluster, whole again after the test (killed nodes
+    restarted, every node seeing every other one up)."""
     yield trio
-    dead = [proc for proc in trio if not proc.alive()]
-    for proc in dead:
-        proc.start()
-    if dead:
-        trio.wait_full_mesh(timeout=30)
+    for proc in trio:
+        if not proc.alive():
+            proc.start()
+    trio.wait_full_mesh(timeout=30)
 
 
 @pytest.fixture(params=KINDS, ids=lambda flavour: flavour.kind)
@@ -119,6 +120,21 @@ def test_an_add_without_dedup_after_the_kill_goes_on_as_it_was_never_sent(cluste
     cluster[0].kill()
     job_id = client.add(unique(), b"never sent to 0", replicate=2)
     assert producer_of(job_id) != cluster.ids[0][:8]
+
+
+def test_an_add_waiting_for_copies_past_the_socket_timeout_gets_the_servers_answer(
+        cluster, make_client):
+    """ADDJOB waits up to its own timeout for its copies (a stopped node
+    makes none): the answer is the server's NOREPL, not a socket timeout
+    that takes a live node for lost."""
+    client = client_of(make_client, cluster[0], socket_timeout=0.5)
+    cluster[2].pause()
+    try:
+        with pytest.raises(NoReplError, match="Timeout reached before replicating"):
+            client.add(unique(), b"body", replicate=3, timeout=800)
+    finally:
+        cluster[2].resume()
+    assert client.routes.down_until == {}
 
 
 def connections_waiting(proc) -> int:

@@ -127,6 +127,9 @@ def test_an_add_is_sent_again_only_with_a_dedup_key(options, safe):
     (commands.wait(["D-1"], timeout=1500), 1500),
     (commands.qwait("q"), 0),
     (commands.qlen("q"), None),
+    (commands.add(RAW, "q", b"", {}), 5000),              # waiting for its copies
+    (commands.add(RAW, "q", b"", {"timeout": 200}), 200),
+    (commands.add(RAW, "q", b"", {"async_": True}), None),
 ])
 def test_a_call_the_server_may_hold_says_for_how_long(call, blocks_ms):
     assert call.blocks_ms == blocks_ms
