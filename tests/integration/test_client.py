@@ -3,9 +3,10 @@ checked against what the server says (SHOW, QLEN... through plain
 redis-py), in every cell of the matrix: Client and AsyncClient, RESP2 and
 RESP3, redis-py's Python parser and hiredis (tests/client_support.py).
 
-One server for the module; every test uses its own queue names. Nothing
-here waits for time to pass: a delay or a NACK DELAY is seen in SHOW's
-figures, a timeout is a few milliseconds.
+One server for the module; every test uses its own queue names. Time is
+waited for only where it is the point (blocking calls outlasting a short
+socket timeout); a delay or a NACK DELAY is seen in SHOW's figures, other
+timeouts are a few milliseconds.
 """
 
 from __future__ import annotations
