@@ -58,16 +58,16 @@ class AsyncClient(AsyncCommands):
         self.routes = Routes(settings.addresses, clock)
         self._pools: dict[Address, ConnectionPool] = {}
         self._discovered = False
-        self._socket_timeout: float | None = settings.options.get("socket_timeout")
 
     # ------------------------------------------------------------ plumbing
 
-    def _blocking_timeout(self, call: commands.Call[Any]) -> float:
+    def _blocking_timeout(self, call: commands.Call[Any],
+                          socket_timeout: float | None) -> float:
         """sync.Client's rule; redis-py's asyncio reads take math.inf for
         "no timeout" where its blocking ones take None."""
-        if not call.blocks_ms or self._socket_timeout is None:
+        if not call.blocks_ms or socket_timeout is None:
             return math.inf
-        return self._socket_timeout + call.blocks_ms / 1000
+        return socket_timeout + call.blocks_ms / 1000
 
     def _pool(self, address: Address) -> ConnectionPool:
         pool = self._pools.get(address)
@@ -134,10 +134,13 @@ class AsyncClient(AsyncCommands):
                 continue
             try:
                 await connection.send_command(*call.args)
-                if call.blocks_ms is None or self._socket_timeout is None:
+                # The connection's socket timeout: the client's option, or
+                # redis-py's own default (5 s) when none was given.
+                if call.blocks_ms is None:
                     reply = await connection.read_response()
                 else:
-                    reply = await connection.read_response(timeout=self._blocking_timeout(call))
+                    reply = await connection.read_response(
+                        timeout=self._blocking_timeout(call, connection.socket_timeout))
             except REFUSED as error:
                 await pool.release(connection)
                 failure = translate(error)

@@ -93,16 +93,16 @@ class Client(SyncCommands):
         self._pools: dict[Address, ConnectionPool] = {}
         self._lock = threading.Lock()
         self._discovered = False
-        self._socket_timeout: float | None = settings.options.get("socket_timeout")
 
     # ------------------------------------------------------------ plumbing
 
-    def _blocking_timeout(self, call: commands.Call[Any]) -> float | None:
+    def _blocking_timeout(self, call: commands.Call[Any],
+                          socket_timeout: float | None) -> float | None:
         """The read timeout of a call the server may hold back: the socket
         timeout plus the call's own wait; none when it waits for ever."""
-        if not call.blocks_ms or self._socket_timeout is None:
+        if not call.blocks_ms or socket_timeout is None:
             return None
-        return self._socket_timeout + call.blocks_ms / 1000
+        return socket_timeout + call.blocks_ms / 1000
 
     def _pool(self, address: Address) -> ConnectionPool:
         pool = self._pools.get(address)
@@ -177,10 +177,13 @@ class Client(SyncCommands):
                 continue
             try:
                 connection.send_command(*call.args)
-                if call.blocks_ms is None or self._socket_timeout is None:
+                # The connection's socket timeout: the client's option, or
+                # redis-py's own default (5 s) when none was given.
+                if call.blocks_ms is None:
                     reply = connection.read_response()
                 else:                                   # None: no timeout for this read
-                    reply = connection.read_response(timeout=self._blocking_timeout(call))
+                    reply = connection.read_response(
+                        timeout=self._blocking_timeout(call, connection.socket_timeout))
             except REFUSED as error:
                 pool.release(connection)
                 failure = translate(error)

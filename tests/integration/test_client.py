@@ -15,9 +15,11 @@ import threading
 import time
 
 import pytest
+from redis.asyncio.connection import Connection as AsyncConnection
+from redis.connection import Connection
 
 from disque_py.client import BadIdError, Job, MaxlenError, PausedError
-from tests.client_support import KINDS, unique
+from tests.client_support import KINDS, connection_in_use, unique
 from tests.support import HOST, RawClient, wait_for
 
 pytestmark = pytest.mark.timeout(60)
@@ -182,6 +184,27 @@ def test_waitjob_and_qwait_wait_past_the_socket_timeout_for_their_own(make_clien
     job_id = client.add(queue, b"body")
     assert client.wait([job_id], timeout=LONGER_WAIT_MS) == ["pending"]
     assert client.qwait(queue, timeout=LONGER_WAIT_MS) is False
+
+
+@pytest.mark.parametrize("flavour", KINDS, ids=lambda flavour: flavour.id)
+def test_without_a_socket_timeout_given_a_wait_adds_to_redis_pys_default(
+        make_client, module_server, queue, flavour, monkeypatch):
+    """redis-py 8 times reads out after 5 s unless told otherwise: a client
+    given no socket_timeout reads a blocking call's reply for its wait
+    plus those 5 s (seen in the timeout each read is given: waiting past
+    5 s would cost a test 5 s)."""
+    given = []
+    connection_class = Connection if flavour.kind == "sync" else AsyncConnection
+    read_response = connection_class.read_response
+
+    def recorded(self, *args, **kwargs):
+        given.append(kwargs.get("timeout"))
+        return read_response(self, *args, **kwargs)
+    monkeypatch.setattr(connection_class, "read_response", recorded)
+    client = make_client(f"disque://{HOST}:{module_server.port}")
+    assert client.get(queue, timeout=100) == []
+    default = connection_in_use(client).socket_timeout
+    assert default and given[-1] == pytest.approx(default + 0.1)
 
 
 @pytest.mark.parametrize("flavour", KINDS, ids=lambda flavour: flavour.id)
