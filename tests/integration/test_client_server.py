@@ -290,9 +290,10 @@ def tls_node(tmp_path_factory):
         "--tls-port", str(tls_port), "--tls-cert-file", str(pki.server.cert),
         "--tls-key-file", str(pki.server.key), "--tls-ca-cert-file", str(pki.ca)])
     node.tls_port, node.pki = tls_port, pki
-    node.start()
-    yield node
-    node.stop()
+    try:
+        yield node.start()
+    finally:                                   # a node that never answered stops too
+        node.stop()
 
 
 def test_a_disques_url_runs_the_job_cycle_over_tls(make_client, tls_node):
@@ -341,10 +342,13 @@ def test_a_fresh_tls_connection_with_a_session_ticket_pending_is_ready(tls_node)
 
 @pytest.fixture(scope="module")
 def locked_node(tmp_path_factory):
-    node = ServerProcess(tmp_path_factory.mktemp("locked")).start()
-    assert node.raw().call("CONFIG", "SET", "requirepass", PASSWORD) == b"+OK\r\n"
-    yield node
-    node.stop()
+    node = ServerProcess(tmp_path_factory.mktemp("locked"))
+    try:
+        node.start()
+        assert node.raw().call("CONFIG", "SET", "requirepass", PASSWORD) == b"+OK\r\n"
+        yield node
+    finally:
+        node.stop()
 
 
 @pytest.mark.parametrize("userinfo", [":s3cret%20pass", "default:s3cret%20pass"])
