@@ -32,7 +32,7 @@ from disque_py.client.errors import (
 from disque_py.client.routing import NoNodeError
 from disque_py.client.serializers import JSON, RAW, Serializer
 from disque_py.client.sync import Client, Pipeline
-from disque_py.client.types import Hello, Job, JobInfo, Node, QueueStat
+from disque_py.client.types import Hello, Job, JobInfo, Node, QueueStat, UnreadableBody
 from disque_py.client.worker import Worker
 from disque_py.client.worker_parts import DeadLetter, Retry, WorkerStats
 
@@ -41,5 +41,5 @@ __all__ = [
     "DeadLetter", "DisqueError", "Hello", "JSON", "Job", "JobInfo", "LeavingError", "LoadingError",
     "MaxlenError", "MisconfError", "NoAuthError", "NoJobError", "NoNodeError", "NoReplError",
     "Node", "OOMError", "PausedError", "Pipeline", "QueueStat", "RAW", "Retry", "Serializer",
-    "TooLateError", "Worker", "WorkerStats",
+    "TooLateError", "UnreadableBody", "Worker", "WorkerStats",
 ]

@@ -19,7 +19,9 @@ from disque_py.client import commands
 from disque_py.client.async_api import AsyncCommands
 from disque_py.client.errors import MOVE_ON, REFUSED, translate
 from disque_py.client.replies import ScanPage
-from disque_py.client.routing import Address, NoNodeError, Routes
+from disque_py.client.routing import (
+    RETRY_AFTER_S, SWITCH_AFTER_JOBS, Address, NoNodeError, Routes,
+)
 from disque_py.client.serializers import Serializer, serializer_for
 from disque_py.client.settings import Settings, settings_from
 from disque_py.client.sync import LOST
@@ -41,8 +43,11 @@ class AsyncClient(AsyncCommands):
 
     def __init__(self, url: str | None = None, *, nodes: Sequence[str | Address] | None = None,
                  serializer: str | Serializer | None = None,
+                 retry_after: float = RETRY_AFTER_S, switch_after: int = SWITCH_AFTER_JOBS,
                  clock: Callable[[], float] = time.monotonic, **options: Any) -> None:
-        self._setup(settings_from(url, nodes, options), serializer_for(serializer), clock)
+        settings = settings_from(url, nodes, options)
+        settings.retry_after, settings.switch_after = retry_after, switch_after
+        self._setup(settings, serializer_for(serializer), clock)
 
     @classmethod
     def from_settings(cls, settings: Settings, serializer: str | Serializer | None = None,
@@ -55,7 +60,8 @@ class AsyncClient(AsyncCommands):
     def _setup(self, settings: Settings, codec: Serializer, clock: Callable[[], float]) -> None:
         self.settings = settings
         self.codec = codec
-        self.routes = Routes(settings.addresses, clock)
+        self.routes = Routes(settings.addresses, clock, settings.retry_after,
+                             settings.switch_after)
         self._pools: dict[Address, ConnectionPool] = {}
         self._discovered = False
 

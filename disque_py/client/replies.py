@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from typing import Any, Generic, NamedTuple, TypeVar
 
 from disque_py.client.serializers import Serializer
-from disque_py.client.types import Hello, Job, JobInfo, Node, QueueStat
+from disque_py.client.types import Hello, Job, JobInfo, Node, QueueStat, UnreadableBody
 
 T = TypeVar("T")
 
@@ -63,19 +63,27 @@ def parse_statuses(reply: Any, codec: Serializer) -> list[str]:
     return [text(status) for status in reply]
 
 
+def read_body(codec: Serializer, data: bytes) -> Any:
+    """A body as the serializer reads it, or an UnreadableBody: one bad
+    body must not lose the other jobs of a reply (they are handed out)."""
+    try:
+        return codec.loads(data)
+    except Exception as error:
+        return UnreadableBody(data, repr(error))
+
+
 def parse_jobs(reply: Any, codec: Serializer) -> list[Job]:
     """GETJOB's and QPEEK's jobs: [queue, id, body] each, with
     [..., "nacks", n, "additional-deliveries", m] under WITHCOUNTERS."""
     if not reply:
         return []
-    loads = codec.loads
     jobs = []
     for item in reply:
-        queue, job_id, body = item[0], item[1], item[2]
+        queue, job_id, body = item[0], item[1], read_body(codec, item[2])
         if len(item) >= 7:
-            jobs.append(Job(job_id.decode(), text(queue), loads(body), item[4], item[6]))
+            jobs.append(Job(job_id.decode(), text(queue), body, item[4], item[6]))
         else:
-            jobs.append(Job(job_id.decode(), text(queue), loads(body)))
+            jobs.append(Job(job_id.decode(), text(queue), body))
     return jobs
 
 
@@ -112,7 +120,7 @@ def job_info(reply: Any, codec: Serializer) -> JobInfo:
         nodes_confirmed=_names(fields.get("nodes-confirmed")),
         next_requeue_within=fields.get("next-requeue-within"),
         next_awake_within=fields.get("next-awake-within"),
-        body=codec.loads(fields["body"]),
+        body=read_body(codec, fields["body"]),
         backoff=None if not backoff else (int(backoff[0]), int(backoff[1])),
         max_deliveries=fields.get("max-deliveries"),
         deadletter=_optional_text(fields.get("deadletter")),

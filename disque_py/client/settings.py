@@ -19,19 +19,25 @@ from __future__ import annotations
 import ipaddress
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from inspect import signature
 from typing import Any
 from urllib.parse import unquote
 
+from redis.connection import AbstractConnection
 from redis.connection import parse_url as redis_url_options
 
-from disque_py.client.routing import Address
+from disque_py.client.routing import RETRY_AFTER_S, SWITCH_AFTER_JOBS, Address
 
 DEFAULT_PORT = 7711
 MAX_PORT = 65535
 SCHEMES = {"disque": "redis", "disques": "rediss"}
 DEFAULT_URL = "disque://127.0.0.1:7711"
 # Disque has one database and no CLIENT SETINFO: redis-py must not send them.
-_FIXED_OPTIONS: dict[str, Any] = {"lib_name": None, "lib_version": None}
+# redis-py 8.1 turns SETINFO off with driver_info=None (its lib_name and
+# lib_version are deprecated, and warn); older releases with those two.
+_FIXED_OPTIONS: dict[str, Any] = (
+    {"driver_info": None} if "driver_info" in signature(AbstractConnection.__init__).parameters
+    else {"lib_name": None, "lib_version": None})
 _NOT_CONNECTION_OPTIONS = ("host", "port", "db", "connection_class")
 
 
@@ -42,6 +48,10 @@ class Settings:
     addresses: list[Address]
     tls: bool = False
     options: dict[str, Any] = field(default_factory=dict)
+    # routing.py's: seconds a lost node is left aside, jobs between a
+    # consumer's looks at which node produced them.
+    retry_after: float = RETRY_AFTER_S
+    switch_after: int = SWITCH_AFTER_JOBS
 
     def connection_options(self, address: Address) -> dict[str, Any]:
         """redis-py's Connection keyword arguments for one node."""

@@ -21,9 +21,20 @@ def producer_of(job_id: str) -> str:
 
 
 @dataclass(frozen=True, slots=True)
+class UnreadableBody:
+    """A body the client's serializer could not read (not JSON, say), in
+    place of the job's body: its bytes, and why. The other jobs of the
+    same reply are read as usual; a Worker dead-letters such a job."""
+
+    data: bytes
+    error: str
+
+
+@dataclass(frozen=True, slots=True)
 class Job:
     """A job handed out by GETJOB (or listed by QPEEK). `nacks` and
-    `additional_deliveries` are None unless asked for (WITHCOUNTERS)."""
+    `additional_deliveries` are None unless asked for (WITHCOUNTERS). The
+    body is an UnreadableBody when the serializer failed on it."""
 
     id: str
     queue: str
@@ -46,9 +57,10 @@ class Job:
 
 @dataclass(frozen=True, slots=True)
 class JobInfo:
-    """A job as SHOW describes it. Times are as Disque gives them: `ttl`,
-    `delay` and `retry` in seconds, `ctime` in nanoseconds (milliseconds
-    shifted), `next_requeue_within` and `next_awake_within` in milliseconds.
+    """A job as SHOW describes it. Times are as Disque gives them: `ttl`
+    (the seconds the job has left to live), `delay` and `retry` in seconds,
+    `ctime` in nanoseconds (milliseconds shifted), `next_requeue_within`
+    and `next_awake_within` in milliseconds.
     The fields after `body` are disque-py's (None or their default on a
     plain job); `extra` keeps any field this client does not know."""
 

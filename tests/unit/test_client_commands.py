@@ -10,7 +10,7 @@ from redis.exceptions import ResponseError
 from disque_py.client import commands, errors
 from disque_py.client.replies import parse_config, parse_info, parse_jobs, parse_qstat
 from disque_py.client.serializers import JSON, RAW, serializer_for
-from disque_py.client.types import Job
+from disque_py.client.types import Job, UnreadableBody
 
 JOB_ID = "D-dcb833cf-8YL1NT17e9+wsA/09NqxscQI-05a1"
 
@@ -133,3 +133,10 @@ def test_an_add_is_sent_again_only_with_a_dedup_key(options, safe):
 ])
 def test_a_call_the_server_may_hold_says_for_how_long(call, blocks_ms):
     assert call.blocks_ms == blocks_ms
+
+
+def test_a_body_the_serializer_cannot_read_does_not_lose_the_others():
+    reply = [[b"q", JOB_ID.encode(), b"not json"], [b"q", JOB_ID.encode(), b"[1]"]]
+    bad, good = parse_jobs(reply, JSON)
+    assert isinstance(bad.body, UnreadableBody) and bad.body.data == b"not json"
+    assert "JSONDecodeError" in bad.body.error and good.body == [1]

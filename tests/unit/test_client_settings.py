@@ -6,7 +6,10 @@ URL refused with a ValueError that says what is wrong.
 
 from __future__ import annotations
 
+import warnings
+
 import pytest
+from redis.connection import Connection
 
 from disque_py.client.settings import DEFAULT_PORT, settings_from
 
@@ -67,8 +70,11 @@ def test_disques_is_tls():
 
 def test_connection_options_name_the_node_and_turn_off_client_setinfo():
     options = parsed("disque://a:1,b:2?socket_timeout=3").connection_options(("b", 2))
-    assert options == {"socket_timeout": 3.0, "host": "b", "port": 2,
-                       "lib_name": None, "lib_version": None}
+    assert (options["host"], options["port"], options["socket_timeout"]) == ("b", 2, 3.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")              # and without a deprecated option
+        connection = Connection(**options)
+    assert getattr(connection, "driver_info", None) is None    # no CLIENT SETINFO
 
 
 @pytest.mark.parametrize("url, words", [
