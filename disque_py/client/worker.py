@@ -102,6 +102,8 @@ class Worker:
         self._burst = False
         self._idle_fetchers: set[int] = set()
         self._fetchers = 0
+        self._share = concurrency
+        self._taking = asyncio.Lock()
 
     # ------------------------------------------------------------ handlers
 
@@ -172,6 +174,8 @@ class Worker:
         fetchers += [asyncio.create_task(self._fetch((), route))
                      for route in self.routes.values() if route.is_pattern]
         self._fetchers = len(fetchers)
+        self._share = max(1, self.concurrency // len(fetchers))
+        self._taking = asyncio.Lock()
         try:
             await asyncio.gather(*fetchers)
             await self._finish_running()
@@ -196,29 +200,47 @@ class Worker:
     async def _fetch(self, queues: tuple[str, ...], pattern: Route | None) -> None:
         """Fetch jobs of `queues` (or of `pattern`'s queues) into free slots."""
         while not self._stopping.is_set():
-            if self._free <= 0:
-                self._slot_freed.clear()
-                await self._slot_freed.wait()
-                await asyncio.sleep(0)        # let the jobs finishing now free theirs too
+            asked = await self._take_slots()
+            if not asked:
                 continue
-            asked = min(self._free, self.batch)
-            self._free -= asked
             try:
                 source = pattern.source if pattern else None
                 jobs = await self.client.get(*queues, pattern=source, count=asked,
                                              timeout=self.poll_ms, with_counters=True)
             except Exception:
-                self._free += asked
+                self._give_slots(asked)
                 log.exception("GETJOB failed; trying again")
                 await self._stopping.sleep(1.0)
                 continue
-            self._free += asked - len(jobs)
+            self._give_slots(asked - len(jobs))
             self._note_idle(pattern, idle=not jobs)
             if self._stopping.is_set():
                 await self._give_back(jobs)
                 return
             for job in jobs:
                 self._start(job, self.route_for(job.queue) or pattern)
+
+    async def _take_slots(self) -> int:
+        """Free slots for one GETJOB (0 once stopping). Fetchers take them in
+        turn (an asyncio.Lock serves its waiters first come, first served),
+        and each at most its share: a fetcher blocked on an empty queue must
+        not hold every slot while another's queues have jobs."""
+        async with self._taking:
+            while self._free <= 0 and not self._stopping.is_set():
+                self._slot_freed.clear()
+                await self._slot_freed.wait()
+                await asyncio.sleep(0)        # let the jobs finishing now free theirs too
+            if self._stopping.is_set():
+                return 0
+            asked = min(self._free, self.batch, self._share)
+            self._free -= asked
+            return asked
+
+    def _give_slots(self, count: int) -> None:
+        """Slots a GETJOB did not fill: free again, and a waiting fetcher told."""
+        if count > 0:
+            self._free += count
+            self._slot_freed.set()
 
     def _note_idle(self, pattern: Route | None, idle: bool) -> None:
         """Burst mode's end: every fetcher found nothing and no job runs."""
