@@ -159,7 +159,11 @@ class Worker:
         module's text says."""
         if not self.routes:
             raise ValueError("register a handler first: @worker.handler(queue)")
-        self._loop = asyncio.get_running_loop()
+        loop = asyncio.get_running_loop()
+        if self._loop is not None and self._loop is not loop:
+            # The client's connections belong to the last run's loop.
+            self.client = AsyncClient.from_settings(self.client.settings, self.client.codec)
+        self._loop = loop
         if install_signals:
             for signum in (signal.SIGTERM, signal.SIGINT):
                 self._loop.add_signal_handler(signum, self.stop)
@@ -188,7 +192,16 @@ class Worker:
             self._ack_due.set()
             await acker
             self._threads.shutdown(wait=False, cancel_futures=True)
+            self._ready_to_serve_again()
         return self.stats
+
+    def _ready_to_serve_again(self) -> None:
+        """A new stop and new events for the next serve(): this run's stop
+        would end it at once, and asyncio's events are bound to the loop
+        that first used them (run() makes a new one each time)."""
+        self._stopping = Stopping()
+        self._slot_freed = asyncio.Event()
+        self._ack_due = asyncio.Event()
 
     def _spawn(self, chore: Awaitable[None]) -> None:
         """Run a NACK, WORKING or dead-lettering beside the jobs; a stop

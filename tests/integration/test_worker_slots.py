@@ -240,3 +240,39 @@ def test_a_thread_past_the_grace_is_left_running_and_not_nacked(url):
 
     shown, busy = run(scenario())
     assert busy and (shown.state, shown.nacks, shown.additional_deliveries) == ("active", 0, 0)
+
+
+@pytest.mark.parametrize("loops", ["a new loop each time", "the same loop"])
+def test_a_worker_serves_again_after_it_stopped(url, caplog, loops):
+    """run() twice (each on a loop of its own), or serve() twice on one
+    loop: the second run serves and acks as the first did (it returned at
+    once, or failed on the first loop's events and connections)."""
+    caplog.set_level(logging.INFO, logger=WORKER_LOG)
+    ran: list[bytes] = []
+    worker = quick_worker(url)
+    worker.handler("again")(as_coroutine(lambda job: ran.append(job.body)))
+
+    async def add(body: bytes) -> str:
+        async with AsyncClient(url) as client:
+            return await client.add("again", body, retry=300)
+
+    async def twice_on_one_loop() -> list[str]:
+        first = await add(b"first")
+        await worker.serve(burst=True)
+        second = await add(b"second")
+        await worker.serve(burst=True)
+        return [first, second]
+
+    if loops == "the same loop":
+        job_ids = run(twice_on_one_loop())
+    else:
+        job_ids = [run(add(b"first"))]
+        worker.run(install_signals=False, burst=True)
+        job_ids.append(run(add(b"second")))
+        worker.run(install_signals=False, burst=True)
+    assert ran == [b"first", b"second"] and failures_logged(caplog) == []
+
+    async def shown() -> list[Any]:
+        async with AsyncClient(url) as client:
+            return [await client.show(job_id) for job_id in job_ids]
+    assert run(shown()) == [None, None]
