@@ -267,7 +267,14 @@ class Worker:
             self.stop()
 
     def _start(self, job: Job, route: Route | None) -> None:
+        if job.id in self._running:
+            # Delivered again while it runs here: its requeue time came
+            # first (it is not reset by GETJOB, only by WORKING). One run.
+            self._give_slots(1)
+            self._spawn(self._working(job))
+            return
         if route is None:        # a queue no handler serves (a handler was removed)
+            self._give_slots(1)
             self._spawn(self._nack(job, None))
             return
         self.stats.running += 1

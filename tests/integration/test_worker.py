@@ -262,3 +262,35 @@ def test_a_slow_job_is_kept_by_working_and_not_delivered_again(url):
     run(scenario())
     assert counters == {"slow-async": (0, 0), "slow-sync": (0, 0)}
     assert taken_by_second == ["slow-unkept"]
+
+
+def test_a_job_delivered_again_while_it_runs_here_runs_once(url):
+    """GETJOB does not restart a job's RETRY clock (Disque's does not
+    either): a job queued for most of its RETRY is delivered again soon
+    after it was taken, before the first WORKING. The worker holding it
+    must not start it a second time beside the first."""
+    runs: list[tuple[float, float | None, int | None]] = []
+
+    async def slow(job: Job) -> None:
+        run = len(runs)
+        runs.append((time.monotonic(), None, job.additional_deliveries))
+        await asyncio.sleep(0.6)
+        runs[run] = (runs[run][0], time.monotonic(), runs[run][2])
+
+    async def scenario() -> Any:
+        async with AsyncClient(url) as client:
+            job_id = await client.add("late", b"x", retry=1)
+
+            async def requeue_due_soon() -> bool:
+                shown = await client.show(job_id)
+                return shown.next_requeue_within < 300
+            await eventually(requeue_due_soon, message="the requeue time close")
+            worker = quick_worker(url, keepalive_after=30)
+            worker.handler("late")(slow)
+            async with serving(worker):
+                await eventually(lambda: worker.stats.done, message="the run's end")
+            return await client.show(job_id)
+
+    assert run(scenario()) is None
+    [(start, end, extra)] = runs
+    assert end is not None and extra == 0
