@@ -12,7 +12,9 @@ What it promises, and how:
 - **At most `concurrency` jobs run at once.** Fetchers ask for as many jobs
   as there are free slots (GETJOB COUNT, WITHCOUNTERS), blocking at most
   `poll_ms` so that a stop is noticed. Plain queues share one fetcher; each
-  pattern (a handler on "orders:*") has its own (GETJOB PATTERN).
+  pattern (a handler on "orders:*") has its own (GETJOB PATTERN); they take
+  slots in turn, each at most its share, so none waits on another's idle
+  GETJOB.
 - **A job that returns is acknowledged; one that raises is not.** ACKJOB
   takes every job finished since the last one was sent (one call in
   flight, so they batch themselves under load). An exception NACKs the job
@@ -22,7 +24,9 @@ What it promises, and how:
   at once (dead_letter.py).
 - **A long job is kept.** Once it has run `keepalive_after` seconds, and
   then every half of its RETRY (WORKING's answer), WORKING postpones its
-  redelivery.
+  redelivery. GETJOB does not restart a job's RETRY clock (only WORKING
+  does, in Disque too), so a job queued for long may come back before the
+  first WORKING: one that comes back here while it runs is not run twice.
 - **A stop loses nothing.** `stop()` (SIGTERM, SIGINT) fetches no more;
   jobs fetched meanwhile are NACKed unrun; running jobs get `grace`
   seconds (a second stop, a second Ctrl-C, ends it at once), then async

@@ -1,6 +1,7 @@
 """`disque-py worker module:attribute` (disque_py/tools/worker_cli.py) as a
 user runs it: real processes against a real node. SIGTERM in the middle
-of a batch loses no job and runs none twice at once; 10,000 jobs through
+of a batch loses no job and runs none twice at once (then drained by a
+second worker, or with one already polling the queue); 10,000 jobs through
 4 processes are each run and acked exactly once; a bad TARGET or --queues
 is a usage error (exit 2); --queues and --progress do what they say.
 
