@@ -16,7 +16,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from disque_py.client.types import Job
+from disque_py.client.commands import DEFAULT_ADD_TIMEOUT_MS
+from disque_py.client.types import Job, UnreadableBody
 
 if TYPE_CHECKING:
     from disque_py.client.aio import AsyncClient
@@ -24,11 +25,23 @@ if TYPE_CHECKING:
 DEAD_SUFFIX = ":dead"
 
 
+def is_dead_letter_queue(queue: str) -> bool:
+    """A default dead-letter queue's name: dead-lettering from there again
+    would only make `<queue>:dead:dead`."""
+    return queue.endswith(DEAD_SUFFIX)
+
+
 async def dead_letter(client: AsyncClient, job: Job) -> str:
-    """Move `job` to its dead-letter queue; the dead job's ID."""
+    """Move `job` to its dead-letter queue; the dead job's ID. A body the
+    serializer could not read goes as the bytes it came as."""
     info = await client.show(job.id)
     dead_queue = info.deadletter if info is not None and info.deadletter else \
         job.queue + DEAD_SUFFIX
-    dead_id = await client.add(dead_queue, job.body, dedup=job.id)
+    if isinstance(job.body, UnreadableBody):
+        reply = await client.execute_command(
+            "ADDJOB", dead_queue, job.body.data, DEFAULT_ADD_TIMEOUT_MS, "DEDUP", job.id)
+        dead_id = reply.decode() if isinstance(reply, bytes) else str(reply)
+    else:
+        dead_id = await client.add(dead_queue, job.body, dedup=job.id)
     await client.ack(job.id)
     return dead_id

@@ -8,7 +8,8 @@ A URL names one node or several, comma separated:
 A password is sent with AUTH (HELLO 3 AUTH under RESP3); Disque has no
 users, so a user name in the URL is ignored.
 
-Port 7711 by default. The query takes redis-py's connection options
+Port 7711 by default; RESP2 unless `protocol=3` is given. The query
+takes redis-py's connection options
 (`socket_timeout`, `ssl_ca_certs`, `ssl_cert_reqs`, `protocol`, ...), as
 redis-py reads them from its own URLs. Keyword arguments given to the
 client add to the URL's and win over them; `nodes=` adds addresses.
@@ -32,6 +33,10 @@ DEFAULT_PORT = 7711
 MAX_PORT = 65535
 SCHEMES = {"disque": "redis", "disques": "rediss"}
 DEFAULT_URL = "disque://127.0.0.1:7711"
+# RESP2 unless asked: Disque 1.0 speaks nothing else (redis-py 8's default,
+# RESP3, opens each connection with a HELLO 3 it refuses), and the client's
+# answers are the same under both.
+DEFAULT_PROTOCOL = 2
 # Disque has one database and no CLIENT SETINFO: redis-py must not send them.
 # redis-py 8.1 turns SETINFO off with driver_info=None (its lib_name and
 # lib_version are deprecated, and warn); older releases with those two.
@@ -119,4 +124,5 @@ def settings_from(url: str | None, nodes: Sequence[str | Address] | None,
             addresses.append(address)
     if not addresses:
         raise ValueError(f"no node address in {url!r}")
-    return Settings(addresses, tls=scheme == "disques", options={**url_options, **options})
+    return Settings(addresses, tls=scheme == "disques",
+                    options={"protocol": DEFAULT_PROTOCOL, **url_options, **options})

@@ -21,7 +21,9 @@ What it promises, and how:
   (its BACKOFF and MAXDELIVERIES then apply) and is logged with the job's
   ID; `Retry(delay=s)` NACKs it with a delay; an exception listed in the
   handler's `dead_on`, or `DeadLetter`, moves it to its dead-letter queue
-  at once (dead_letter.py).
+  at once (dead_letter.py), as does a body the serializer cannot read
+  (an UnreadableBody: no handler could run it). A job already in a
+  dead-letter queue is not moved on: it returns after its RETRY.
 - **A long job is kept.** Once it has run `keepalive_after` seconds, and
   then every half of its RETRY (WORKING's answer), WORKING postpones its
   redelivery. GETJOB does not restart a job's RETRY clock (only WORKING
@@ -52,10 +54,10 @@ import uvloop
 
 from disque_py.base.globmatch import glob_match
 from disque_py.client.aio import AsyncClient
-from disque_py.client.dead_letter import dead_letter
+from disque_py.client.dead_letter import dead_letter, is_dead_letter_queue
 from disque_py.client.serializers import Serializer
 from disque_py.client.sync import Client
-from disque_py.client.types import Job
+from disque_py.client.types import Job, UnreadableBody
 from disque_py.client.worker_parts import (
     DeadLetter, Handler, Retry, Route, Stopping, WorkerStats,
 )
@@ -282,8 +284,11 @@ class Worker:
             self._spawn(self._nack(job, None))
             return
         self.stats.running += 1
-        if route.is_async:
-            future: asyncio.Future[Any] = asyncio.ensure_future(route.fn(job))
+        if isinstance(job.body, UnreadableBody):       # no handler can ever run it
+            future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+            future.set_exception(DeadLetter(f"unreadable body: {job.body.error}"))
+        elif route.is_async:
+            future = asyncio.ensure_future(route.fn(job))
         else:
             assert self._threads is not None
             future = asyncio.get_running_loop().run_in_executor(
@@ -318,6 +323,10 @@ class Worker:
             return
         self.stats.failed += 1
         if isinstance(error, DeadLetter) or isinstance(error, route.dead_on):
+            if is_dead_letter_queue(job.queue):
+                log.error("job %s from dead-letter queue %s failed: %r; left for its RETRY",
+                          job.id, job.queue, error)
+                return
             log.error("job %s from %s failed, dead-lettered: %r", job.id, job.queue, error)
             try:
                 await dead_letter(self.client, job)

@@ -33,12 +33,23 @@ import bisect
 from collections import OrderedDict
 
 from disque_py.base.globmatch import glob_match
-from disque_py.engine import PAUSED_ALL, PAUSED_OUT
+from disque_py.engine import DEAD_QUEUE_SUFFIX, PAUSED_ALL, PAUSED_OUT
 from disque_py.formats import bus as msg
 from disque_py.node.waiters import GETJOB, TIMED_OUT, Waiter
 
 PATTERN_CACHE_MAX = 1024
 
+
+
+def pattern_matches(pattern: bytes, name: bytes) -> bool:
+    """Whether GETJOB PATTERN `pattern` covers queue `name`: the glob
+    matches it, and a default dead-letter queue (`<queue>:dead`) is covered
+    only by a glob that ends in `:dead` too. A consumer of `orders:*` is
+    not handed the jobs its own queues dead-lettered (it would run again
+    what was given up on); `PATTERN *:dead` reads every dead queue."""
+    if name.endswith(DEAD_QUEUE_SUFFIX) and not pattern.endswith(DEAD_QUEUE_SUFFIX):
+        return False
+    return glob_match(pattern, name)
 
 class Consumers:
     """The parked GETJOBs of one node, FROM and PATTERN, and PAUSE."""
@@ -146,7 +157,7 @@ class Consumers:
         for waiter in list(self.pattern_waiters or ()):
             if not q.jobs or q.flags & PAUSED_OUT:
                 return
-            if glob_match(waiter.pattern, q.name):
+            if pattern_matches(waiter.pattern, q.name):
                 self.pattern_served(waiter.pattern, q.name)
                 self.parking.release(waiter, [self.core.fetch(q)])
 
@@ -178,7 +189,8 @@ class Consumers:
         core = self.core
         if entry[0] != core.queues_version:
             entry[0] = core.queues_version
-            entry[1] = sorted(q.name for q in core.queues.values() if glob_match(pattern, q.name))
+            entry[1] = sorted(q.name for q in core.queues.values()
+                              if pattern_matches(pattern, q.name))
         return entry
 
     def pattern_queues(self, pattern: bytes) -> list[bytes]:

@@ -45,7 +45,7 @@ def test_nodes_add_addresses_once_and_alone_make_the_list():
 ])
 def test_the_password_comes_from_the_userinfo(userinfo, password):
     settings = parsed(f"disque://{userinfo}@h:1,k:2")
-    assert settings.options == {"password": password}
+    assert settings.options == {"password": password, "protocol": 2}
     assert settings.addresses == [("h", 1), ("k", 2)]
 
 
@@ -65,7 +65,7 @@ def test_keyword_options_add_to_the_urls_and_win():
 def test_disques_is_tls():
     settings = parsed("disques://:pw@h:6380?ssl_ca_certs=/ca.pem")
     assert settings.tls is True
-    assert settings.options == {"password": "pw", "ssl_ca_certs": "/ca.pem"}
+    assert settings.options == {"password": "pw", "ssl_ca_certs": "/ca.pem", "protocol": 2}
 
 
 def test_connection_options_name_the_node_and_turn_off_client_setinfo():
@@ -106,3 +106,8 @@ def test_a_malformed_url_is_refused_with_what_is_wrong(url, words):
 def test_a_malformed_extra_node_is_refused():
     with pytest.raises(ValueError, match="bad port"):
         parsed("disque://h", nodes=["k:70000"])
+
+
+def test_resp2_unless_asked_for_resp3():
+    assert parsed("disque://h").options["protocol"] == 2
+    assert parsed("disque://h?protocol=3").options["protocol"] == 3

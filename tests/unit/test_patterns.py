@@ -43,6 +43,26 @@ def test_only_matching_queues_are_covered(node):
     assert node.consumers.pattern_queues(b"nothing*") == []
 
 
+def test_dead_letter_queues_are_covered_only_by_a_glob_that_names_them(node):
+    for name in (b"orders:eu", b"orders:eu:dead", b"orders:us:dead", b"dead"):
+        add(node, name)
+    assert node.consumers.pattern_queues(b"orders:*") == [b"orders:eu"]
+    assert node.consumers.pattern_queues(b"*") == [b"dead", b"orders:eu"]
+    assert sorted(node.consumers.pattern_queues(b"*:dead")) == [b"orders:eu:dead",
+                                                               b"orders:us:dead"]
+    assert node.consumers.pattern_queues(b"orders:eu:dead") == [b"orders:eu:dead"]
+
+
+def test_a_parked_consumer_is_not_woken_by_a_dead_letter_queue(node):
+    waiter = getjob(node, b"PATTERN", b"jobs:*")
+    add(node, b"jobs:a:dead")
+    node.consumers.serve_ready()
+    assert node.take_effects() == []
+    job = add(node, b"jobs:a")
+    node.consumers.serve_ready()
+    assert node.take_effects() == [Unblock(waiter, [job])]
+
+
 def test_every_queue_with_jobs_is_served_in_turn(node):
     for name in (b"q:a", b"q:b", b"q:c"):
         for _ in range(3):
