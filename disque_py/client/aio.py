@@ -119,7 +119,10 @@ class AsyncClient(AsyncCommands):
             self.routes.current = address
             self._discovered = True
             return
-        raise NoNodeError(f"no node answered: tried {self.routes.candidates()}") from error
+        raise self._no_node() from error
+
+    def _no_node(self) -> NoNodeError:
+        return NoNodeError(f"no node answered: tried {self.routes.candidates()}")
 
     async def _execute(self, call: commands.Call[T]) -> T:
         if not self._discovered:
@@ -132,11 +135,11 @@ class AsyncClient(AsyncCommands):
                 connection = await pool.get_connection()
             except REFUSED as error:                     # AUTH or HELLO 3 refused
                 raise translate(error) from error
-            except LOST:
+            except LOST as error:
                 self._lost(address)
                 failures += 1
                 if failures >= self.routes.known():
-                    raise
+                    raise self._no_node() from error
                 continue
             try:
                 await connection.send_command(*call.args)
@@ -155,13 +158,15 @@ class AsyncClient(AsyncCommands):
                     self._lost(address)
                     continue
                 raise failure from error
-            except LOST:
+            except LOST as error:
                 await connection.disconnect()
                 await pool.release(connection)
                 self._lost(address)
                 failures += 1
-                if not call.retry_safe or failures >= self.routes.known():
+                if not call.retry_safe:
                     raise
+                if failures >= self.routes.known():
+                    raise self._no_node() from error
                 continue
             except BaseException:             # cancelled mid-call: its reply may be unread
                 await connection.disconnect()

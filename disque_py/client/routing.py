@@ -23,6 +23,8 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 
+from redis.exceptions import ConnectionError as RedisConnectionError
+
 from disque_py.client.types import Hello, Job, producer_of
 
 Address = tuple[str, int]
@@ -33,8 +35,9 @@ RETRY_AFTER_S = 5.0
 SWITCH_AFTER_JOBS = 128
 
 
-class NoNodeError(ConnectionError):
-    """No node could be reached: every known address failed."""
+class NoNodeError(RedisConnectionError):
+    """No node could be reached: every known address failed. A
+    redis.ConnectionError, as a lost connection is."""
 
 
 class Routes:

@@ -153,7 +153,10 @@ class Client(SyncCommands):
                 self.routes.current = address
                 self._discovered = True
             return
-        raise NoNodeError(f"no node answered: tried {self.routes.candidates()}") from error
+        raise self._no_node() from error
+
+    def _no_node(self) -> NoNodeError:
+        return NoNodeError(f"no node answered: tried {self.routes.candidates()}")
 
     def _send(self, address: Address, args: tuple[commands.Arg, ...]) -> Any:
         pool = self._pool(address)
@@ -178,11 +181,11 @@ class Client(SyncCommands):
                 connection = pool.get_connection()
             except REFUSED as error:                     # AUTH or HELLO 3 refused
                 raise translate(error) from error
-            except LOST:                                 # never sent: try the next node
+            except LOST as error:                  # never sent: try the next node
                 self._lost(address)
                 failures += 1
                 if failures >= self.routes.known():
-                    raise
+                    raise self._no_node() from error
                 continue
             try:
                 connection.send_command(*call.args)
@@ -201,13 +204,15 @@ class Client(SyncCommands):
                     self._lost(address)
                     continue
                 raise failure from error
-            except LOST:
+            except LOST as error:
                 connection.disconnect()
                 pool.release(connection)
                 self._lost(address)
                 failures += 1
-                if not call.retry_safe or failures >= self.routes.known():
+                if not call.retry_safe:
                     raise
+                if failures >= self.routes.known():
+                    raise self._no_node() from error
                 continue
             pool.release(connection)
             result = call.parse(reply, self.codec)
