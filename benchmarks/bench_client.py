@@ -47,28 +47,30 @@ time per call than execute_command. Both clients use redis-py's default
 protocol (RESP3 since redis-py 8) unless --protocol says otherwise, and
 hiredis when installed (the header says which parser ran).
 
-`--profile DIR`, after the rounds: one more async worker under cProfile
-timed in CPU seconds (`python noop_workers.py DIR/worker.prof worker ...`)
-and one pipelined-add load (blocks of 16) under cProfile in this process
-(DIR/add_pipeline.prof), each one's costliest functions printed with their
-own and cumulative microseconds per job (cProfile's own cost included: the
-shares count, not the sum). Rules kept: 127.0.0.1 only, free ports, fresh
+`--profile DIR`, after the rounds: py-spy (`--py-spy PATH`, else on PATH
+or beside this Python) samples one more async worker run and this process
+over one pipelined-add load (blocks of 16), 1,000 times a second, only
+while the GIL is held (Sampler says why), into DIR/worker.txt and
+DIR/add_pipeline.txt (raw stacks); printed, the functions that took most
+samples, alone (with the C they call) and with the Python they call, in
+microseconds per job, beside the measured CPU per job. Rules kept: 127.0.0.1 only, free ports, fresh
 temporary directories, every process stopped by its own PID.
 """
 
 from __future__ import annotations
 
 import argparse
-import cProfile
-import io
+import contextlib
 import os
-import pstats
+import re
 import select
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -95,6 +97,9 @@ STOP_TIMEOUT_S = 30.0
 SETTLE_S = 0.5               # disque-py frees flushed jobs in slices, a few per tick
 SLICES = 10                  # per-call loads alternate in this many slices a side
 PROFILE_LINES = 25
+SAMPLE_RATE = 1000           # py-spy's samples per second
+SAMPLER_ATTACH_S = 1.0       # py-spy's time to attach before the load starts
+LINE_NUMBER = re.compile(r":\d+\)$")
 
 
 @dataclass
@@ -188,12 +193,9 @@ class WorkerLoad:
     handler: str
     start: str
 
-    def command(self, node: Node, profile: Path | None = None) -> list[str]:
-        python = [sys.executable] + (["noop_workers.py", str(profile)] if profile
-                                     else ["-m", "disque_py.tools.cli"])
+    def command(self, node: Node) -> list[str]:
         gate = ["env", f"{GATE}=1"] if self.start == "full" else []
-        return gate + python + [
-            "worker", f"noop_workers:{self.handler}_worker", "--url", node.url(),
+        return gate + [sys.executable, "-m", "disque_py.tools.cli", "worker", f"noop_workers:{self.handler}_worker", "--url", node.url(),
             "--concurrency", str(CONCURRENCY), "--no-progress"]
 
 
@@ -248,27 +250,18 @@ def stop_worker(proc: subprocess.Popen) -> int:
 
 
 def worker_run(node: Node, load: WorkerLoad, jobs: int, series: Series,
-               profile: Path | None = None) -> None:
+               sampler: Callable[[int], Sampler] | None = None) -> None:
     """Queue `jobs`, start the worker, let it go; time until every one is acked."""
     node.fresh()
     if load.start == "released":
         command(node.port, "PAUSE", QUEUE, "out")
     node.fill(jobs)
-    cmd = load.command(node, profile)
+    cmd = load.command(node)
     log = scratch_dir("bench-client-worker-") / "worker.log"
     proc = start_worker(load, cmd, node, log)
     try:
-        worker, server = CpuMeter(proc.pid), CpuMeter(node.pid)
-        started = time.perf_counter()
-        release(load, proc, node)
-        deadline = time.monotonic() + RUN_TIMEOUT_S
-        while node.field("jobs", "registered_jobs") > 0:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"the worker stopped short: {log.read_text()[-2000:]}")
-            time.sleep(POLL_S)
-        elapsed = time.perf_counter() - started
-        worker_cpu, server_cpu = worker.percent(), server.percent()
-        worker_s = sum(worker.user_system())
+        with sampler(proc.pid) if sampler else contextlib.nullcontext():
+            elapsed, worker_cpu, server_cpu, worker_s = timed_run(node, load, proc, log)
     finally:
         status = stop_worker(proc)
     failures = [line for line in log.read_text().splitlines() if "ERROR" in line]
@@ -276,6 +269,22 @@ def worker_run(node: Node, load: WorkerLoad, jobs: int, series: Series,
         raise RuntimeError(f"worker exit status {status}: {failures[:3]}")
     series.add(jobs / elapsed, worker_cpu, server_cpu, 1e6 * worker_s / jobs)
     series.command = shlex.join(cmd)
+
+
+def timed_run(node: Node, load: WorkerLoad, proc: subprocess.Popen,
+              log: Path) -> tuple[float, float, float, float]:
+    """Release the worker; wall seconds until no job is left, the worker's
+    and the node's CPU (% of a core), the worker's CPU seconds."""
+    worker, server = CpuMeter(proc.pid), CpuMeter(node.pid)
+    started = time.perf_counter()
+    release(load, proc, node)
+    deadline = time.monotonic() + RUN_TIMEOUT_S
+    while node.field("jobs", "registered_jobs") > 0:
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"the worker stopped short: {log.read_text()[-2000:]}")
+        time.sleep(POLL_S)
+    elapsed = time.perf_counter() - started
+    return elapsed, worker.percent(), server.percent(), sum(worker.user_system())
 
 
 # ------------------------------------------------------------ pipelined adds
@@ -506,36 +515,89 @@ def print_rounds(series: dict[str, Series]) -> None:
 
 # -------------------------------------------------------------------- profile
 
-def print_profile(stats_path: Path, jobs: int, title: str) -> None:
-    """The costliest functions by own time, with their microseconds per job."""
-    out = io.StringIO()
-    stats = pstats.Stats(str(stats_path), stream=out)
-    total = stats.total_tt
-    rows = []
-    for (filename, line, function), (_, calls, own, cumulative, _) in sorted(
-            stats.stats.items(), key=lambda item: item[1][2], reverse=True)[:PROFILE_LINES]:
-        where = f"{Path(filename).name}:{line}" if line else filename
-        rows.append([f"{function} ({where})", calls / jobs, 1e6 * own / jobs,
-                     1e6 * cumulative / jobs, f"{100 * own / total:.1f}%"])
-    print_table(["function", "calls/job", "own us/job", "cumulative us/job", "own share"],
-                rows, title=f"{title}: {1e6 * total / jobs:.2f} us/job in all under cProfile "
-                            f"({stats_path})")
+class Sampler:
+    """py-spy sampling a process into a raw file of stacks and their counts.
+
+    Only samples of a thread holding the GIL count (`--gil`): Python code
+    and the C it runs with the GIL (uvloop's callbacks, hiredis), not the
+    waits for a reply nor most system calls, which release it; so the
+    samples add up to the process's user-space CPU, about. The sampled
+    process is not stopped (`--nonblocking`), and py-spy runs on the
+    node's CPU (`prefix`): on the sampled process's own CPU it would only
+    look while that process is off the CPU."""
+
+    def __init__(self, binary: str, pid: int, out: Path, prefix: list[str]) -> None:
+        self.cmd = prefix + [binary, "record", "--pid", str(pid), "--rate", str(SAMPLE_RATE),
+                             "--gil", "--nonblocking", "--format", "raw", "-o", str(out)]
+
+    def __enter__(self) -> "Sampler":
+        self.proc = subprocess.Popen(self.cmd, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.DEVNULL)
+        time.sleep(SAMPLER_ATTACH_S)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.proc.send_signal(signal.SIGINT)         # py-spy writes its file and exits
+        self.proc.wait(STOP_TIMEOUT_S)
 
 
-def profile(node: Node, settings: Settings, directory: Path) -> None:
+def py_spy_binary(given: str | None) -> str:
+    for candidate in (given, shutil.which("py-spy"), Path(sys.executable).with_name("py-spy")):
+        if candidate and os.access(candidate, os.X_OK):
+            return str(candidate)
+    sys.exit("--profile needs py-spy: pip install py-spy, or --py-spy PATH")
+
+
+def read_samples(path: Path) -> tuple[Counter[str], Counter[str], int]:
+    """Samples per function (file, no line): its own, and its stacks'."""
+    own: Counter[str] = Counter()
+    inclusive: Counter[str] = Counter()
+    total = 0
+    for line in path.read_text().splitlines():
+        stack, _, count = line.rpartition(" ")
+        frames = [LINE_NUMBER.sub(")", frame) for frame in stack.split(";")
+                  if frame and not frame.startswith("thread (")] or ["(no Python frame)"]
+        total += int(count)
+        own[frames[-1]] += int(count)
+        for frame in set(frames):
+            inclusive[frame] += int(count)
+    return own, inclusive, total
+
+
+def print_samples(path: Path, series: Series, jobs: int, title: str) -> None:
+    """The functions that took most samples, as microseconds per job."""
+    own, inclusive, total = read_samples(path)
+    us_per_job = 1e6 / SAMPLE_RATE / jobs
+    print_table(["function (own time)", "us/job", "share"],
+                [[name, count * us_per_job, f"{100 * count / total:.1f}%"]
+                 for name, count in own.most_common(PROFILE_LINES)],
+                title=f"{title}: {series.values[-1]:,.0f} jobs/s while sampled; "
+                      f"{total * us_per_job:.2f} us per job sampled holding the GIL, of "
+                      f"{series.cpu_us[-1]:.2f} us of CPU (user + system) per job ({path})")
+    outermost = max(inclusive.values())             # runpy, click, the event loop's run
+    print_table(["function (with what it calls)", "us/job", "share"],
+                [[name, count * us_per_job, f"{100 * count / total:.1f}%"]
+                 for name, count in inclusive.most_common()
+                 if count < 0.95 * outermost][:PROFILE_LINES])
+
+
+def profile(node: Node, settings: Settings, directory: Path, binary: str,
+            pinning: Pinning) -> None:
+    """py-spy on one more async worker run, and on this process over one
+    pipelined-add load (blocks of 16)."""
     directory.mkdir(parents=True, exist_ok=True)
-    worker_stats = directory / "worker.prof"
-    worker_run(node, WORKER_LOADS["worker-async"], settings.jobs,
-               Series("profiled worker", "jobs/s"), worker_stats)
-    print_profile(worker_stats, settings.jobs, "async worker")
-    adds_stats = directory / "add_pipeline.prof"
+    samples, series = directory / "worker.txt", Series("sampled worker", "jobs/s")
+    worker_run(node, WORKER_LOADS["worker-async"], settings.jobs, series, sampler=lambda pid:
+               Sampler(binary, pid, samples, pinning.server_prefix()))
+    print_samples(samples, series, settings.jobs, "async worker")
+    samples, series = directory / "add_pipeline.txt", Series("sampled adds", "jobs/s")
     with Client(node.url()) as client:
-        client.add(QUEUE, BODY)                       # HELLO and the pool, before profiling
-        profiler = cProfile.Profile(time.process_time)
-        python_adds(node, settings.jobs, Series("profiled adds", "jobs/s"), lambda n:
-                    profiler.runcall(client_pipeline_adds, client, n, PIPELINE))
-    profiler.dump_stats(adds_stats)
-    print_profile(adds_stats, settings.jobs, f"Client.add, pipeline() blocks of {PIPELINE}")
+        client.add(QUEUE, BODY)                       # HELLO and the pool, before sampling
+        with Sampler(binary, os.getpid(), samples, pinning.server_prefix()):
+            python_adds(node, settings.jobs, series,
+                        lambda n: client_pipeline_adds(client, n, PIPELINE))
+    jobs = settings.jobs // PIPELINE * PIPELINE
+    print_samples(samples, series, jobs, f"Client.add, pipeline() blocks of {PIPELINE}")
 
 
 # ----------------------------------------------------------------------- main
@@ -553,7 +615,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--no-pin", action="store_true",
                         help="do not pin the node and the load generators to separate CPUs")
     parser.add_argument("--profile", type=Path, metavar="DIR",
-                        help="also profile a worker run and a pipelined-add load (cProfile)")
+                        help="also sample a worker run and a pipelined-add load with py-spy")
+    parser.add_argument("--py-spy", help="py-spy's path (default: on PATH or beside python)")
     return parser.parse_args(argv)
 
 
@@ -569,6 +632,7 @@ def parser_name(node: Node) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    spy = py_spy_binary(args.py_spy) if args.profile else ""
     settings = Settings.for_mode(args)
     pinning = Pinning(not args.no_pin)
     pinning.pin_this_process()
@@ -594,7 +658,7 @@ def main(argv: list[str] | None = None) -> int:
         print_per_call(series)
         print_targets(series)
         if args.profile:
-            profile(node, settings, args.profile)
+            profile(node, settings, args.profile, spy, pinning)
     print(f"\ntotal time {time.perf_counter() - started:.0f}s; load average now "
           + " ".join(f"{x:.2f}" for x in os.getloadavg()))
     return 0

@@ -11,10 +11,6 @@ With BENCH_CLIENT_GATE=1 in its environment, importing this module prints
 "ready" and waits for a line on stdin: the benchmark starts its clock when
 it writes that line, the worker process having imported everything by
 then (its first GETJOB follows at once).
-
-Run as a script, `python noop_workers.py OUT worker ...` runs the worker
-command line (disque_py.tools.cli) under cProfile, timed in CPU seconds
-(idle waits in the event loop do not count), and writes the stats to OUT.
 """
 
 import os
@@ -41,23 +37,6 @@ def sync_noop(job: Job) -> None:
     """Nothing, in a thread of the pool."""
 
 
-def profile_cli(out: str, argv: list[str]) -> None:
-    import cProfile
-    import time
-
-    from disque_py.tools.cli import main
-    sys.argv = [sys.argv[0], *argv]
-    profiler = cProfile.Profile(time.process_time)
-    try:
-        profiler.runcall(main)
-    except SystemExit:
-        pass
-    finally:
-        profiler.dump_stats(out)
-
-
-if __name__ == "__main__":
-    profile_cli(sys.argv[1], sys.argv[2:])
-elif os.environ.get(GATE):
+if os.environ.get(GATE):
     print("ready", flush=True)
     sys.stdin.readline()
