@@ -68,6 +68,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import redis
 
@@ -85,6 +86,7 @@ from noop_workers import CONCURRENCY, QUEUE  # noqa: E402
 from sampling import Sampler, print_samples, py_spy_binary  # noqa: E402
 
 BIG_PIPELINE = 256
+PROFILE_SCALE = 3            # the sampled loads are this many times --jobs (more samples)
 
 
 @dataclass
@@ -92,7 +94,7 @@ class Settings:
     rounds: int
     jobs: int                # worker runs and pipelined adds
     calls: int               # per-call loads, each side
-    benchmark_requests: int  # each redis-benchmark run
+    benchmark_requests: int  # redis-benchmark -c 50 (-c 1 sends `jobs`)
     protocol: int
 
     @classmethod
@@ -131,17 +133,15 @@ def run_round(node: Node, settings: Settings, round_index: int,
         worker_run(node, WORKER_LOADS[key], jobs, series[key])
     with Client(node.url()) as client, redis.Redis(host=HOST, port=node.port,
                                                    protocol=node.protocol) as conn:
-        loads = {
-            "pipe16": lambda s: python_adds(
-                node, jobs, s, lambda n: client_pipeline_adds(client, n, PIPELINE)),
-            "pipe256": lambda s: python_adds(
-                node, jobs, s, lambda n: client_pipeline_adds(client, n, BIG_PIPELINE)),
-            "redis-pipe16": lambda s: python_adds(
-                node, jobs, s, lambda n: redis_pipeline_adds(conn, n, PIPELINE)),
-            "socket-pipe16": lambda s: python_adds(
-                node, jobs, s, lambda n: socket_pipeline_adds(node.port, n, PIPELINE)),
-            "rb-c1": lambda s: benchmark_adds(node, settings.benchmark_requests, 1, s),
-            "rb-c50": lambda s: benchmark_adds(node, settings.benchmark_requests, 50, s),
+        def python(run: Callable[[int], int]) -> Callable[[Series], None]:
+            return lambda into: python_adds(node, jobs, into, run)
+        loads: dict[str, Callable[[Series], None]] = {   # the target's pair side by side
+            "pipe16": python(lambda n: client_pipeline_adds(client, n, PIPELINE)),
+            "rb-c1": lambda into: benchmark_adds(node, jobs, 1, into),
+            "socket-pipe16": python(lambda n: socket_pipeline_adds(node.port, n, PIPELINE)),
+            "redis-pipe16": python(lambda n: redis_pipeline_adds(conn, n, PIPELINE)),
+            "pipe256": python(lambda n: client_pipeline_adds(client, n, BIG_PIPELINE)),
+            "rb-c50": lambda into: benchmark_adds(node, settings.benchmark_requests, 50, into),
         }
         for key in ordered(round_index, list(loads)):
             loads[key](series[key])
@@ -153,6 +153,7 @@ def run_round(node: Node, settings: Settings, round_index: int,
     print(f"\nround {round_index + 1}/{settings.rounds}")
     for item in series.values():
         print(f"  {item.name:48} {item.values[-1]:>12,.1f} {item.unit}", flush=True)
+
 
 # --------------------------------------------------------------------- report
 
@@ -245,17 +246,16 @@ def profile(node: Node, settings: Settings, directory: Path, binary: str,
     """py-spy on one more async worker run, and on this process over one
     pipelined-add load (blocks of 16)."""
     directory.mkdir(parents=True, exist_ok=True)
+    jobs = PROFILE_SCALE * settings.jobs // PIPELINE * PIPELINE
     samples, series = directory / "worker.txt", Series("sampled worker", "jobs/s")
-    worker_run(node, WORKER_LOADS["worker-async"], settings.jobs, series, sampler=lambda pid:
+    worker_run(node, WORKER_LOADS["worker-async"], jobs, series, sampler=lambda pid:
                Sampler(binary, pid, samples, pinning.server_prefix()))
-    print_samples(samples, settings.jobs, sampled_title("async worker", series))
+    print_samples(samples, jobs, sampled_title("async worker", series))
     samples, series = directory / "add_pipeline.txt", Series("sampled adds", "jobs/s")
     with Client(node.url()) as client:
         client.add(QUEUE, BODY)                       # HELLO and the pool, before sampling
         with Sampler(binary, os.getpid(), samples, pinning.server_prefix()):
-            python_adds(node, settings.jobs, series,
-                        lambda n: client_pipeline_adds(client, n, PIPELINE))
-    jobs = settings.jobs // PIPELINE * PIPELINE
+            python_adds(node, jobs, series, lambda n: client_pipeline_adds(client, n, PIPELINE))
     print_samples(samples, jobs, sampled_title(f"Client.add, pipeline() blocks of {PIPELINE}",
                                                series))
 

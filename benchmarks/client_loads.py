@@ -46,7 +46,7 @@ READY_TIMEOUT_S = 60.0       # a worker process's start-up, on a loaded machine
 RUN_TIMEOUT_S = 600.0
 STOP_TIMEOUT_S = 30.0
 SETTLE_S = 0.5               # disque-py frees flushed jobs in slices, a few per tick
-SLICES = 10                  # per-call loads alternate in this many slices a side
+SLICES = 20                  # per-call loads alternate in this many slices a side
 
 
 @dataclass
