@@ -239,6 +239,7 @@ def print_rounds(series: dict[str, Series]) -> None:
     print_table(["load", "unit", *(f"round {i + 1}" for i in range(rounds))], rows,
                 title="per round")
 
+
 # -------------------------------------------------------------------- profile
 
 def profile(node: Node, settings: Settings, directory: Path, binary: str,

@@ -111,6 +111,7 @@ class Node:
         if queued != jobs:
             raise RuntimeError(f"{queued} jobs queued, {jobs} expected: adds failed")
 
+
 # ---------------------------------------------------------------- the worker
 
 @dataclass
@@ -125,8 +126,9 @@ class WorkerLoad:
 
     def command(self, node: Node) -> list[str]:
         gate = ["env", f"{GATE}=1"] if self.start == "full" else []
-        return gate + [sys.executable, "-m", "disque_py.tools.cli", "worker", f"noop_workers:{self.handler}_worker", "--url", node.url(),
-            "--concurrency", str(CONCURRENCY), "--no-progress"]
+        return gate + [sys.executable, "-m", "disque_py.tools.cli", "worker",
+                       f"noop_workers:{self.handler}_worker", "--url", node.url(),
+                       "--concurrency", str(CONCURRENCY), "--no-progress"]
 
 
 WORKER_LOADS = {                         # series key -> load
@@ -216,6 +218,7 @@ def timed_run(node: Node, load: WorkerLoad, proc: subprocess.Popen,
     elapsed = time.perf_counter() - started
     return elapsed, worker.percent(), server.percent(), sum(worker.user_system())
 
+
 # ------------------------------------------------------------ pipelined adds
 
 def client_pipeline_adds(client: Client, jobs: int, block: int) -> int:
@@ -273,6 +276,7 @@ def benchmark_adds(node: Node, requests: int, clients: int, series: Series) -> N
     series.add(rate, loader_cpu, server_cpu)
     series.command = shlex.join(f"<{len(BODY)}-byte body>" if part == BODY.decode() else part
                                 for part in cmd)
+
 
 # ------------------------------------------------------------------ per call
 
