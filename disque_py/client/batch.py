@@ -30,7 +30,7 @@ try:
 except ImportError:
     HAVE_HIREDIS = False
 
-Args = Sequence[Any]
+Args = tuple[Any, ...]
 READ_CHUNK = 256 * 1024
 # Commands per write: small enough that the server starts on the first ones
 # while the next are packed, large enough that a write costs little each.
@@ -45,22 +45,35 @@ def exchange(connection: Connection, commands: Sequence[Args]) -> list[Any]:
     sock = getattr(connection, "_sock", None)
     if not HAVE_HIREDIS or sock is None:
         return _exchange_redis_py(connection, commands)
-    reader = hiredis.Reader(notEnoughData=_MORE)
+    reader = hiredis.Reader(replyError=ResponseError, notEnoughData=_MORE)
     replies: list[Any] = []
     # On a plain TCP socket, replies already there are read between writes,
     # so the server works on one slice while the next is packed. (Not on TLS:
     # a readable socket may hold half a TLS record, and reading would block.)
-    readable = None if isinstance(sock, ssl.SSLSocket) else select.poll()
-    if readable is not None:
+    readable = None
+    if len(commands) > SLICE and not isinstance(sock, ssl.SSLSocket):
+        readable = select.poll()
         readable.register(sock, select.POLLIN)
     pack = hiredis.pack_command
     for start in range(0, len(commands), SLICE):
-        sock.sendall(b"".join([pack(tuple(args)) for args in commands[start:start + SLICE]]))
+        sock.sendall(b"".join([pack(args) for args in commands[start:start + SLICE]]))
         while readable is not None and readable.poll(0):
             _read(sock, reader, replies)
     while len(replies) < len(commands):
         _read(sock, reader, replies)
     return replies
+
+
+def is_quiet(connection: Connection) -> bool:
+    """Whether a connected plain-TCP connection has nothing to read: no
+    close from the server, no stray bytes (what redis-py's pool checks
+    before it hands a connection out)."""
+    sock = getattr(connection, "_sock", None)
+    if sock is None or isinstance(sock, ssl.SSLSocket):
+        return False
+    readable = select.poll()
+    readable.register(sock, select.POLLIN)
+    return not readable.poll(0)
 
 
 def _read(sock: socket.socket, reader: hiredis.Reader, replies: list[Any]) -> None:
@@ -69,9 +82,9 @@ def _read(sock: socket.socket, reader: hiredis.Reader, replies: list[Any]) -> No
     if not received:
         raise RedisConnectionError("Connection closed by server.")
     reader.feed(received)
-    while (reply := reader.gets()) is not _MORE:
-        replies.append(ResponseError(str(reply)) if isinstance(reply, hiredis.ReplyError)
-                       else reply)
+    gets, append = reader.gets, replies.append
+    while (reply := gets()) is not _MORE:
+        append(reply)
 
 
 def _exchange_redis_py(connection: Connection, commands: Sequence[Args]) -> list[Any]:

@@ -22,7 +22,7 @@ from disque_py.client.replies import (
     parse_qstat, parse_raw, parse_scan_ids, parse_scan_jobs, parse_show, parse_statuses,
     parse_text, parse_truth, ScanPage,
 )
-from disque_py.client.serializers import Serializer
+from disque_py.client.serializers import RAW, Serializer
 from disque_py.client.types import Hello, Job, JobInfo, QueueStat
 
 T = TypeVar("T")
@@ -98,9 +98,11 @@ def add(codec: Serializer, queue: str, body: Any, options: AddOptions) -> Call[s
     with `dedup` is sent again on another node when the connection is lost
     (the key makes that safe); one without is not."""
     timeout = options.get("timeout", DEFAULT_ADD_TIMEOUT_MS)
-    args: tuple[Arg, ...] = (b"ADDJOB", name(queue), codec.dumps(body), timeout)
-    if len(options) > ("timeout" in options):
-        args += _add_options(options)
+    data = body if type(body) is bytes and codec is RAW else codec.dumps(body)
+    args: tuple[Arg, ...] = (b"ADDJOB", name(queue), data, timeout)
+    if len(options) <= ("timeout" in options):     # the common case, kept short: it is
+        return Call(args, parse_id, (), False, False, timeout)      # most of a pipeline
+    args += _add_options(options)
     return Call(args, parse_id, retry_safe=options.get("dedup") is not None,
                 blocks_ms=None if options.get("async_") else timeout)
 

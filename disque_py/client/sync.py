@@ -18,6 +18,7 @@ ConnectionError subclasses.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -31,7 +32,7 @@ from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from disque_py.client import commands
-from disque_py.client.batch import exchange
+from disque_py.client.batch import exchange, is_quiet
 from disque_py.client.errors import MOVE_ON, REFUSED, translate
 from disque_py.client.replies import ScanPage
 from disque_py.client.routing import (
@@ -100,6 +101,7 @@ class Client(SyncCommands):
         self.routes = Routes(settings.addresses, clock, settings.retry_after,
                              settings.switch_after)
         self._pools: dict[Address, ConnectionPool] = {}
+        self._spare: dict[Address, Connection] = {}
         self._lock = threading.Lock()
         self._discovered = False
 
@@ -124,6 +126,25 @@ class Client(SyncCommands):
                                           **self.settings.connection_options(address))
                     self._pools[address] = pool
         return pool
+
+    def _batch_connection(self, address: Address) -> Connection:
+        """A connection for a pipeline: the last pipeline's to this node,
+        kept aside (redis-py's pool costs some 13 us a checkout, a pipeline
+        of 16 adds 40), when its socket shows nothing (no close, no stray
+        bytes) and no fork came between; else one from the pool."""
+        spare = self._spare.pop(address, None)
+        if spare is not None:
+            if spare.pid == os.getpid() and is_quiet(spare):
+                return spare
+            spare.disconnect()
+            self._pool(address).release(spare)
+        return self._pool(address).get_connection()
+
+    def _batch_done(self, address: Address, connection: Connection) -> None:
+        """Keep a pipeline's connection aside for the next (not over TLS,
+        whose socket cannot say it is quiet), else back to the pool."""
+        if self.settings.tls or self._spare.setdefault(address, connection) is not connection:
+            self._pool(address).release(connection)
 
     def _lost(self, address: Address) -> None:
         with self._lock:
@@ -258,6 +279,10 @@ class Client(SyncCommands):
 
     def close(self) -> None:
         """Close every connection (the client connects again when used)."""
+        for address in list(self._spare):
+            spare = self._spare.pop(address, None)
+            if spare is not None:
+                self._pool(address).release(spare)
         for pool in list(self._pools.values()):
             pool.disconnect()
 
@@ -291,7 +316,7 @@ class Pipeline(SyncCommands):
 
     def _execute(self, call: commands.Call[T]) -> T:
         self.calls.append(call)
-        return cast(T, None)
+        return None  # type: ignore[return-value]     # the answer comes with execute()
 
     def execute(self, raise_on_error: bool = False) -> list[Any]:
         """Send the queued calls; their answers (and errors), in order."""
@@ -302,28 +327,23 @@ class Pipeline(SyncCommands):
         if not client._discovered:
             client._discover()
         address = client.routes.current
-        pool = client._pool(address)
-        connection = pool.get_connection()
+        connection = client._batch_connection(address)
         try:
             replies = exchange(connection, [call.args for call in calls])
-        except LOST:
+        except BaseException as error:    # interrupted or lost: replies may be unread
             connection.disconnect()
-            client._lost(address)
+            client._pool(address).release(connection)
+            if isinstance(error, LOST):
+                client._lost(address)
             raise
-        except BaseException:         # interrupted: replies may be left unread
-            connection.disconnect()
-            raise
-        finally:
-            pool.release(connection)
-        results: list[Any] = []
-        for call, reply in zip(calls, replies):
-            if isinstance(reply, ResponseError):
-                results.append(translate(reply))
-                continue
-            results.append(call.parse(reply, self.codec))
-            if call.hands_out:
+        client._batch_done(address, connection)
+        codec = self.codec
+        results = [translate(reply) if isinstance(reply, ResponseError) else
+                   call.parse(reply, codec) for call, reply in zip(calls, replies)]
+        for call, result in zip(calls, results):
+            if call.hands_out and not isinstance(result, Exception):      # a GETJOB
                 with client._lock:
-                    client.routes.handed_out(results[-1])
+                    client.routes.handed_out(result)
         self.results = results
         if raise_on_error:
             for result in results:
