@@ -223,9 +223,7 @@ class Worker:
             if not asked:
                 continue
             try:
-                source = pattern.source if pattern else None
-                jobs = await self.client.get(*queues, pattern=source, count=asked,
-                                             timeout=self.poll_ms, with_counters=True)
+                jobs = await self._get(queues, pattern, asked)
             except Exception:
                 self._give_slots(asked)
                 log.exception("GETJOB failed; trying again")
@@ -238,6 +236,23 @@ class Worker:
                 return
             for job in jobs:
                 self._start(job, self.route_for(job.queue) or pattern)
+
+    async def _get(self, queues: tuple[str, ...], pattern: Route | None,
+                   asked: int) -> list[Job]:
+        """Up to `asked` jobs, waiting up to poll_ms for the first. A parked
+        GETJOB is handed one job (Disque's rule), so one job for more asked
+        is topped up at once with a GETJOB NOHANG: else the batch would stay
+        split (1, then the rest, in turn) for as long as jobs keep coming."""
+        source = pattern.source if pattern else None
+        jobs = await self.client.get(*queues, pattern=source, count=asked,
+                                     timeout=self.poll_ms, with_counters=True)
+        if len(jobs) == 1 < asked:
+            try:
+                jobs += await self.client.get(*queues, pattern=source, count=asked - 1,
+                                              nohang=True, with_counters=True)
+            except Exception:                  # the one job runs; the next GETJOB retries
+                log.warning("GETJOB NOHANG after a parked GETJOB failed", exc_info=True)
+        return jobs
 
     async def _take_slots(self) -> int:
         """Free slots for one GETJOB (0 once stopping). Fetchers take them in
