@@ -12,6 +12,7 @@ only talks to a cluster loads neither (tests/unit/test_client_layer.py).
     commands.py    each command's words and reply parser (sans-IO)
     replies.py     replies made into answers; types.py: the answers
     routing.py     which node to talk to (HELLO, failover, producers)
+    failover.py    what a failed call does next (the same rule for both clients)
     settings.py    URLs: addresses, TLS, AUTH, connection options
     sync.py        Client and Pipeline; sync_api.py: their methods
     aio.py         AsyncClient and AsyncPipeline; async_api.py: theirs

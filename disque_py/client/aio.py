@@ -17,10 +17,11 @@ from redis.asyncio.connection import Connection, ConnectionPool, SSLConnection
 
 from disque_py.client import commands
 from disque_py.client.async_api import AsyncCommands
+from disque_py.client.failover import Failover
 from disque_py.client.errors import MOVE_ON, REFUSED, translate
 from disque_py.client.replies import ScanPage
 from disque_py.client.routing import (
-    RETRY_AFTER_S, SWITCH_AFTER_JOBS, Address, NoNodeError, Routes,
+    RETRY_AFTER_S, SWITCH_AFTER_JOBS, Address, Routes,
 )
 from disque_py.client.serializers import Serializer, serializer_for
 from disque_py.client.settings import Settings, settings_from
@@ -119,15 +120,12 @@ class AsyncClient(AsyncCommands):
             self.routes.current = address
             self._discovered = True
             return
-        raise self._no_node() from error
-
-    def _no_node(self) -> NoNodeError:
-        return NoNodeError(f"no node answered: tried {self.routes.candidates()}")
+        raise self.routes.no_node_error() from error
 
     async def _execute(self, call: commands.Call[T]) -> T:
         if not self._discovered:
             await self._discover()
-        failures = 0
+        failover = Failover(self.routes, call.retry_safe)
         while True:
             address = self.routes.for_jobs(call.job_ids) if call.job_ids else self.routes.current
             pool = self._pools.get(address) or self._pool(address)
@@ -135,11 +133,10 @@ class AsyncClient(AsyncCommands):
                 connection = await pool.get_connection()
             except REFUSED as error:                     # AUTH or HELLO 3 refused
                 raise translate(error) from error
-            except LOST as error:
+            except LOST as error:                        # never sent: the next node?
                 self._lost(address)
-                failures += 1
-                if failures >= self.routes.known():
-                    raise self._no_node() from error
+                if (failure := failover.unreachable(error)) is not None:
+                    raise failure from error
                 continue
             try:
                 await connection.send_command(*call.args)
@@ -152,21 +149,18 @@ class AsyncClient(AsyncCommands):
                         timeout=self._blocking_timeout(call, connection.socket_timeout))
             except REFUSED as error:
                 await pool.release(connection)
-                failure = translate(error)
-                failures += 1
-                if isinstance(failure, MOVE_ON) and failures < self.routes.known():
-                    self._lost(address)
-                    continue
-                raise failure from error
+                if (failure := failover.refused(error)) is not None:
+                    raise failure from error
+                self._lost(address)
+                continue
             except LOST as error:
                 await connection.disconnect()
                 await pool.release(connection)
                 self._lost(address)
-                failures += 1
-                if not call.retry_safe:
+                if (failure := failover.lost(error)) is error:
                     raise
-                if failures >= self.routes.known():
-                    raise self._no_node() from error
+                if failure is not None:
+                    raise failure from error
                 continue
             except BaseException:             # cancelled mid-call: its reply may be unread
                 await connection.disconnect()

@@ -47,8 +47,9 @@ class Call(Generic[T]):
         self.retry_safe = retry_safe
         self.hands_out = hands_out
         # How long the server may hold the reply back (GETJOB, WAITJOB,
-        # QWAIT, ADDJOB waiting for its copies): 0 for as long as it takes; None for a call that answers
-        # at once. The client's socket timeout is stretched by as much.
+        # QWAIT, ADDJOB waiting for its copies): 0 for as long as it takes;
+        # None for a call that answers at once. The client's socket timeout
+        # is stretched by as much.
         self.blocks_ms = blocks_ms
 
 

@@ -109,6 +109,9 @@ class Routes:
                       key=lambda address: self.down_until.get(address, 0.0))
         return up + down
 
+    def no_node_error(self) -> NoNodeError:
+        return NoNodeError(f"no node answered: tried {self.candidates()}")
+
     def known(self) -> int:
         """How many addresses the client knows (a call tries each once at most)."""
         return len(set(self.order) | set(self.seeds))
