@@ -14,6 +14,7 @@ only talks to a cluster loads neither (tests/unit/test_client_layer.py).
     routing.py     which node to talk to (HELLO, failover, producers)
     failover.py    what a failed call does next (the same rule for both clients)
     settings.py    URLs: addresses, TLS, AUTH, connection options
+    base.py        what both clients share: making one, the blocking-read rule
     sync.py        Client and Pipeline; sync_api.py: their methods
     aio.py         AsyncClient and AsyncPipeline; async_api.py: theirs
     worker.py      Worker: handlers, batches, WORKING, clean stops

@@ -8,7 +8,6 @@ Its routing state is changed only from the event loop's thread.
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from types import TracebackType
 from typing import Any, TypeVar, cast
@@ -17,21 +16,26 @@ from redis.asyncio.connection import Connection, ConnectionPool, SSLConnection
 
 from disque_py.client import commands
 from disque_py.client.async_api import AsyncCommands
+from disque_py.client.base import ClientBase, blocking_wait_s
 from disque_py.client.failover import Failover
 from disque_py.client.errors import MOVE_ON, REFUSED, translate
 from disque_py.client.replies import ScanPage
-from disque_py.client.routing import (
-    RETRY_AFTER_S, SWITCH_AFTER_JOBS, Address, Routes,
-)
-from disque_py.client.serializers import Serializer, serializer_for
-from disque_py.client.settings import Settings, settings_from
+from disque_py.client.routing import Address
+from disque_py.client.serializers import Serializer
+from disque_py.client.settings import Settings
 from disque_py.client.sync import LOST
 from disque_py.client.types import JobInfo
 
 T = TypeVar("T")
 
 
-class AsyncClient(AsyncCommands):
+def no_timeout_as_inf(seconds: float | None) -> float:
+    """redis-py's asyncio reads take math.inf for "no timeout" where its
+    blocking ones take None."""
+    return math.inf if seconds is None else seconds
+
+
+class AsyncClient(ClientBase, AsyncCommands):
     """An asyncio client of a Disque (or disque-py) node or cluster.
 
         client = AsyncClient("disque://127.0.0.1:7711")
@@ -42,39 +46,11 @@ class AsyncClient(AsyncCommands):
     Arguments as for Client. Each call in flight holds its own connection,
     so blocking calls (GETJOB, WAITJOB, QWAIT) do not hold up the others."""
 
-    def __init__(self, url: str | None = None, *, nodes: Sequence[str | Address] | None = None,
-                 serializer: str | Serializer | None = None,
-                 retry_after: float = RETRY_AFTER_S, switch_after: int = SWITCH_AFTER_JOBS,
-                 clock: Callable[[], float] = time.monotonic, **options: Any) -> None:
-        settings = settings_from(url, nodes, options)
-        settings.retry_after, settings.switch_after = retry_after, switch_after
-        self._setup(settings, serializer_for(serializer), clock)
-
-    @classmethod
-    def from_settings(cls, settings: Settings, serializer: str | Serializer | None = None,
-                      clock: Callable[[], float] = time.monotonic) -> AsyncClient:
-        """A client of the nodes another client was made for."""
-        client = cls.__new__(cls)
-        client._setup(settings, serializer_for(serializer), clock)
-        return client
-
     def _setup(self, settings: Settings, codec: Serializer, clock: Callable[[], float]) -> None:
-        self.settings = settings
-        self.codec = codec
-        self.routes = Routes(settings.addresses, clock, settings.retry_after,
-                             settings.switch_after)
+        super()._setup(settings, codec, clock)
         self._pools: dict[Address, ConnectionPool] = {}
-        self._discovered = False
 
     # ------------------------------------------------------------ plumbing
-
-    def _blocking_timeout(self, call: commands.Call[Any],
-                          socket_timeout: float | None) -> float:
-        """sync.Client's rule; redis-py's asyncio reads take math.inf for
-        "no timeout" where its blocking ones take None."""
-        if not call.blocks_ms or socket_timeout is None:
-            return math.inf
-        return socket_timeout + call.blocks_ms / 1000
 
     def _pool(self, address: Address) -> ConnectionPool:
         pool = self._pools.get(address)
@@ -146,7 +122,7 @@ class AsyncClient(AsyncCommands):
                     reply = await connection.read_response()
                 else:
                     reply = await connection.read_response(
-                        timeout=self._blocking_timeout(call, connection.socket_timeout))
+                        timeout=no_timeout_as_inf(blocking_wait_s(call, connection.socket_timeout)))
             except REFUSED as error:
                 await pool.release(connection)
                 if (failure := failover.refused(error)) is not None:

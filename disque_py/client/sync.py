@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import os
 import threading
-import time
 from collections.abc import Callable, Iterator, Sequence
 from types import TracebackType
 from typing import Any, TypeVar, cast
@@ -32,15 +31,14 @@ from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from disque_py.client import commands
+from disque_py.client.base import ClientBase, blocking_wait_s
 from disque_py.client.batch import exchange, is_quiet
 from disque_py.client.failover import Failover
 from disque_py.client.errors import MOVE_ON, REFUSED, translate
 from disque_py.client.replies import ScanPage
-from disque_py.client.routing import (
-    RETRY_AFTER_S, SWITCH_AFTER_JOBS, Address, Routes,
-)
-from disque_py.client.serializers import Serializer, serializer_for
-from disque_py.client.settings import Settings, settings_from
+from disque_py.client.routing import Address
+from disque_py.client.serializers import Serializer
+from disque_py.client.settings import Settings
 from disque_py.client.sync_api import SyncCommands
 from disque_py.client.types import JobInfo
 
@@ -64,7 +62,7 @@ class TlsConnection(SSLConnection):
         return bool(super().can_read(0))
 
 
-class Client(SyncCommands):
+class Client(ClientBase, SyncCommands):
     """A blocking client of a Disque (or disque-py) node or cluster.
 
         client = Client("disque://127.0.0.1:7711")
@@ -80,41 +78,13 @@ class Client(SyncCommands):
     keyword arguments go to every redis-py connection (`protocol=2`,
     `socket_timeout=...`, `parser_class=...`)."""
 
-    def __init__(self, url: str | None = None, *, nodes: Sequence[str | Address] | None = None,
-                 serializer: str | Serializer | None = None,
-                 retry_after: float = RETRY_AFTER_S, switch_after: int = SWITCH_AFTER_JOBS,
-                 clock: Callable[[], float] = time.monotonic, **options: Any) -> None:
-        settings = settings_from(url, nodes, options)
-        settings.retry_after, settings.switch_after = retry_after, switch_after
-        self._setup(settings, serializer_for(serializer), clock)
-
-    @classmethod
-    def from_settings(cls, settings: Settings, serializer: str | Serializer | None = None,
-                      clock: Callable[[], float] = time.monotonic) -> Client:
-        """A client of the nodes another client was made for."""
-        client = cls.__new__(cls)
-        client._setup(settings, serializer_for(serializer), clock)
-        return client
-
     def _setup(self, settings: Settings, codec: Serializer, clock: Callable[[], float]) -> None:
-        self.settings = settings
-        self.codec = codec
-        self.routes = Routes(settings.addresses, clock, settings.retry_after,
-                             settings.switch_after)
+        super()._setup(settings, codec, clock)
         self._pools: dict[Address, ConnectionPool] = {}
         self._spare: dict[Address, Connection] = {}
         self._lock = threading.Lock()
-        self._discovered = False
 
     # ------------------------------------------------------------ plumbing
-
-    def _blocking_timeout(self, call: commands.Call[Any],
-                          socket_timeout: float | None) -> float | None:
-        """The read timeout of a call the server may hold back: the socket
-        timeout plus the call's own wait; none when it waits for ever."""
-        if not call.blocks_ms or socket_timeout is None:
-            return None
-        return socket_timeout + call.blocks_ms / 1000
 
     def _pool(self, address: Address) -> ConnectionPool:
         pool = self._pools.get(address)
@@ -213,7 +183,7 @@ class Client(SyncCommands):
                     reply = connection.read_response()
                 else:                                   # None: no timeout for this read
                     reply = connection.read_response(
-                        timeout=self._blocking_timeout(call, connection.socket_timeout))
+                        timeout=blocking_wait_s(call, connection.socket_timeout))
             except REFUSED as error:
                 pool.release(connection)
                 if (failure := failover.refused(error)) is not None:
